@@ -1,0 +1,25 @@
+"""The evaluator interface every strategy talks to."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, Mapping, Sequence
+
+from ..measurement import Measurement
+from ..problem import Problem
+from ..space import Space
+
+
+class Evaluator(ABC):
+    """Measures configs. `clock` is the seconds spent so far (compile + benchmark), real for a
+    live evaluator and simulated for replay, so budgets in seconds mean the same in both."""
+
+    space: Space
+    problem: Problem
+    clock: float = 0.0
+
+    @abstractmethod
+    def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
+        """One measurement per config, in order; never raises for a failing config."""
+
+    def close(self) -> None:
+        """Release workers or devices (no-op by default)."""

@@ -1,0 +1,63 @@
+"""What is tuned: a kernel, a shape, dtypes and the hardware, with the roofline numbers."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .hardware import HardwareInfo
+
+KERNEL_CLASSES = ("matmul", "quantized_matmul", "row_reduction", "elementwise", "attention",
+                  "convolution", "stencil", "other")
+
+
+@dataclass(frozen=True)
+class Problem:
+    kernel: str
+    kernel_class: str = "other"
+    dims: dict[str, int] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
+    flops: float = 0.0
+    min_bytes: float = 0.0  # each input read once, each output written once
+    hardware: HardwareInfo | None = None
+    source_hash: str = ""
+
+    @property
+    def dtype(self) -> str:
+        """The dtype that sets the compute peak (the first input's, by convention)."""
+        return next(iter(self.dtypes.values()), "fp32")
+
+    def roofline_seconds(self) -> tuple[float, float]:
+        """(compute floor, memory floor) in seconds on `hardware`; 0 when unknown."""
+        hw = self.hardware
+        if hw is None:
+            return 0.0, 0.0
+        peak = hw.peak(self.dtype)
+        tc = self.flops / peak if peak and self.flops else 0.0
+        tm = self.min_bytes / hw.mem_bandwidth if hw.mem_bandwidth and self.min_bytes else 0.0
+        return tc, tm
+
+    def shape_key(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in sorted(self.dims.items()))
+
+    def key(self) -> str:
+        """Stable identity of the problem without its hardware (for stores and datasets)."""
+        blob = json.dumps([self.kernel, self.source_hash, self.kernel_class, sorted(self.dims.items()),
+                           sorted(self.dtypes.items())])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "kernel_class": self.kernel_class, "dims": dict(self.dims),
+                "dtypes": dict(self.dtypes), "flops": self.flops, "min_bytes": self.min_bytes,
+                "source_hash": self.source_hash,
+                "hardware": self.hardware.to_dict() if self.hardware else None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Problem":
+        hw = d.get("hardware")
+        return cls(kernel=d["kernel"], kernel_class=d.get("kernel_class", "other"),
+                   dims={k: int(v) for k, v in (d.get("dims") or {}).items()},
+                   dtypes=dict(d.get("dtypes") or {}), flops=float(d.get("flops") or 0.0),
+                   min_bytes=float(d.get("min_bytes") or 0.0), source_hash=d.get("source_hash", ""),
+                   hardware=HardwareInfo.from_dict(hw) if hw else None)

@@ -1,0 +1,13 @@
+"""Exhaustive search: every valid config in enumeration order (the ground truth)."""
+from __future__ import annotations
+
+from .base import Proposals, SearchContext, Strategy
+
+
+class Exhaustive(Strategy):
+    name = "exhaustive"
+
+    def propose(self, ctx: SearchContext) -> Proposals:
+        configs = ctx.space.valid_configs()
+        for i in range(0, len(configs), ctx.batch_size):
+            yield configs[i: i + ctx.batch_size]

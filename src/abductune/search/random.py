@@ -1,0 +1,14 @@
+"""Uniform random sampling without replacement: the baseline every strategy must beat."""
+from __future__ import annotations
+
+from .base import Proposals, SearchContext, Strategy
+
+
+class RandomSearch(Strategy):
+    name = "random"
+
+    def propose(self, ctx: SearchContext) -> Proposals:
+        configs = ctx.space.valid_configs()
+        order = ctx.np_rng.permutation(len(configs))
+        for i in range(0, len(order), ctx.batch_size):
+            yield [configs[j] for j in order[i: i + ctx.batch_size]]

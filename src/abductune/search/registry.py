@@ -1,0 +1,21 @@
+"""Strategy names -> classes, for the CLI and the evaluation harness."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import AbductuneError
+from .base import Strategy
+from .exhaustive import Exhaustive
+from .random import RandomSearch
+
+STRATEGIES: dict[str, type[Strategy]] = {
+    cls.name: cls for cls in (Exhaustive, RandomSearch)
+}
+
+
+def make_strategy(name: str, seed: int = 0, **options: Any) -> Strategy:
+    try:
+        cls = STRATEGIES[name]
+    except KeyError:
+        raise AbductuneError(f"unknown strategy {name!r}; known: {', '.join(sorted(STRATEGIES))}") from None
+    return cls(seed=seed, **options)
