@@ -37,6 +37,10 @@ class Dataset:
     source: str = ""
     note: str = ""
     path: str = ""
+    baselines: dict[str, float] = field(default_factory=dict)  # e.g. {"torch_ms": 0.41}
+    # the kernel's shipped config list and default ({"fixed_configs": [...], "default_config": {...}}),
+    # so replay can compare against them without importing the kernel (no triton needed)
+    meta: dict[str, Any] = field(default_factory=dict)
     _space: Space | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -82,7 +86,7 @@ class Dataset:
                 "hardware": p.hardware.to_dict() if p.hardware else None,
                 "toolchain": self.toolchain, "space": self.space_dict,
                 "restricted_to_records": self.restricted_to_records, "source": self.source,
-                "note": self.note}
+                "note": self.note, "baselines": self.baselines, "meta": self.meta}
 
 
 def _open(path: str | Path, mode: str):
@@ -150,7 +154,8 @@ def read_dataset(path: str | Path) -> Dataset:
         records.append(m)
     return Dataset(problem, space_dict, records, dict(head.get("toolchain") or {}),
                    bool(head.get("restricted_to_records")), head.get("source", ""),
-                   head.get("note", ""), str(path))
+                   head.get("note", ""), str(path), dict(head.get("baselines") or {}),
+                   dict(head.get("meta") or {}))
 
 
 def write_dataset(ds: Dataset, path: str | Path) -> None:

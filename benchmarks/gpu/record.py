@@ -1,0 +1,85 @@
+"""Device-machine driver: smoke-test the live path, then record datasets until a deadline.
+
+Run on the GPU machine from the repository root:
+    python benchmarks/gpu/record.py --out DIR --deadline-s 480 [--kernels matmul_fp16,...]
+It prints the environment, a smoke test (4 configs + torch baseline) and sweep progress;
+the sweep is resumable, so a second call with the same DIR continues where this one stopped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--deadline-s", type=float, default=480)
+    ap.add_argument("--kernels", default="matmul_fp16")
+    ap.add_argument("--shapes", default="suite", help="'suite' or 'first:N'")
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--workers", type=int, default=16)
+    args = ap.parse_args()
+    t_start = time.time()
+
+    import torch
+    import triton
+
+    from abductune import kernels
+    from abductune.measure.live import LiveEvaluator
+    from abductune.sweep import local_hardware, sweep
+
+    print(f"torch {torch.__version__} triton {triton.__version__} cuda {torch.version.cuda} "
+          f"device {torch.cuda.get_device_name()} cpus {os.cpu_count()}", flush=True)
+    print(subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.sm,clocks.max.sm,"
+                          "temperature.gpu,power.draw", "--format=csv"], capture_output=True,
+                         text=True).stdout, flush=True)
+    hw = local_hardware()
+    if args.smoke:
+        spec = kernels.get("matmul_fp16")
+        prob = spec.problem({"M": 512, "N": 4096, "K": 4096}, hw)
+        ev = LiveEvaluator(spec, prob, compile_workers=4)
+        cfgs = spec.fixed_configs()[:4]
+        t0 = time.time()
+        for m in ev.evaluate(cfgs):
+            print("smoke", m.config, m.status, m.time_ms, m.registers, m.spills, m.smem_bytes,
+                  m.compile_s, m.error[:300], m.extra, flush=True)
+        print("baseline", ev.baseline().time_ms, "smoke s", time.time() - t0, flush=True)
+        ev.close()
+
+    # stop the sweep (cleanly, between configs) before the deadline
+    deadline = t_start + args.deadline_s
+    for name in args.kernels.split(","):
+        spec = kernels.get(name)
+        shapes = spec.suite_shapes()
+        if args.shapes.startswith("first:"):
+            shapes = shapes[: int(args.shapes.split(":")[1])]
+        last = [0.0]
+
+        def progress(label: str, done: int, total: int) -> None:
+            if time.time() - last[0] > 20:
+                last[0] = time.time()
+                print(f"  {label}: {done}/{total} ({time.time() - t_start:.0f} s)", flush=True)
+            if time.time() > deadline:
+                raise TimeoutError("deadline")
+
+        try:
+            paths = sweep(name, shapes, args.out, compile_workers=args.workers, hardware=hw,
+                          on_progress=progress)
+            print(f"{name}: done {len(paths)} shapes", flush=True)
+        except TimeoutError:
+            print(f"{name}: stopped at the deadline (resumable)", flush=True)
+            break
+    print(f"total {time.time() - t_start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,312 @@
+"""Command line: `abductune replay | import | strategies | tune | sweep ...`."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .errors import AbductuneError
+
+console = Console(stderr=False)
+err_console = Console(stderr=True)
+
+
+def _csv(value: str, cast=str) -> list[Any]:
+    try:
+        return [cast(v.strip()) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected a comma-separated list, got {value!r}") from None
+
+
+class _Group(click.Group):
+    """Turn AbductuneError into a one-line message and exit code 2 instead of a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except AbductuneError as e:
+            err_console.print(f"[bold red]error:[/] {e}")
+            sys.exit(2)
+
+
+@click.group(cls=_Group)
+@click.option("-v", "--verbose", is_flag=True, help="Log debug messages.")
+def main(verbose: bool) -> None:
+    """abductune: find fast Triton launch configs with few measurements."""
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+
+
+def _expand_datasets(items: tuple[str, ...]) -> list[Path]:
+    from .datasets.public import list_public_datasets, public_data_dir
+
+    paths: list[Path] = []
+    for item in items:
+        if item == "public":
+            if public_data_dir() is None:
+                raise AbductuneError("the public datasets folder was not found: put shared/datasets/"
+                                     "public beside the repository or set ABDUCTUNE_PUBLIC_DATA")
+            paths.extend(list_public_datasets())
+        elif item == "bundled":
+            from .datasets.bundled import bundled_datasets
+            paths.extend(bundled_datasets())
+        else:
+            p = Path(item)
+            if p.is_dir():
+                found = sorted(q for q in p.rglob("*") if q.is_file() and
+                               q.name.endswith((".json", ".json.gz", ".jsonl", ".jsonl.gz")))
+                if not found:
+                    raise AbductuneError(f"no dataset files under {p}")
+                paths.extend(found)
+            elif p.exists():
+                paths.append(p)
+            else:
+                raise AbductuneError(f"dataset {item} does not exist (give a file, a folder, "
+                                     "'public' or 'bundled')")
+    return paths
+
+
+@main.command()
+def strategies() -> None:
+    """List the search strategies."""
+    from .search import STRATEGIES
+
+    for name, cls in sorted(STRATEGIES.items()):
+        doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+        console.print(f"[bold]{name:12}[/] {doc}")
+
+
+@main.command(name="replay")
+@click.argument("datasets", nargs=-1, required=True)
+@click.option("--strategy", "strategy_list", default="random,coordesc,pattern,beam,genetic,tpe",
+              show_default=True, help="Comma-separated strategy names (see `abductune strategies`).")
+@click.option("--budget", "budget_list", default="16,32,64,128", show_default=True,
+              help="Comma-separated evaluation budgets.")
+@click.option("--seconds", type=float, default=None, help="Also stop at this many simulated seconds.")
+@click.option("--repeats", type=int, default=20, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+              help="Write every figure to this JSON file.")
+@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None,
+              help="Write a best-so-far plot (PNG).")
+def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, seconds: float | None,
+               repeats: int, seed: int, json_out: str | None, plot_out: str | None) -> None:
+    """Compare strategies by replaying recorded datasets (files, folders, 'public', 'bundled')."""
+    from .datasets.public import load_any
+    from .evaluate import aggregate, compare_on_dataset, plot_curves
+    from .search import STRATEGIES
+
+    names = _csv(strategy_list)
+    for n in names:
+        if n not in STRATEGIES:
+            raise AbductuneError(f"unknown strategy {n!r}; known: {', '.join(sorted(STRATEGIES))}")
+    budgets = sorted(set(_csv(budget_list, int)))
+    if not budgets or budgets[0] <= 0:
+        raise AbductuneError(f"budgets must be positive integers, got {budget_list!r}")
+    if repeats <= 0:
+        raise AbductuneError(f"--repeats must be positive, got {repeats}")
+    paths = _expand_datasets(datasets)
+    cells = []
+    curves: dict[str, dict[str, list[list[float]]]] = {}
+    optima: dict[str, float] = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task("replaying", total=len(paths) * len(names) * repeats)
+        for p in paths:
+            ds = load_any(p)
+            bar.update(task, description=f"replaying {ds.name}")
+            c: dict[str, list[list[float]]] = {}
+            cells += compare_on_dataset(ds, names, budgets, repeats, seed, seconds, curves=c,
+                                        progress=lambda: bar.advance(task))
+            curves[ds.name] = c
+            optima[ds.name] = ds.optimum().time_ms  # type: ignore[assignment]
+    agg = aggregate(cells)
+    table = Table(title=f"replay: {len(paths)} dataset(s), {repeats} repeats, seed {seed}"
+                  + (f", {seconds:g} s limit" if seconds else ""))
+    for col in ("strategy", "budget", "score P", "median best/opt", "≤1.02×", "≤1.05×"):
+        table.add_column(col, justify="right" if col != "strategy" else "left")
+    for row in agg:
+        table.add_row(row["strategy"], str(row["budget"]), f"{row['mean_score_P']:.3f}",
+                      f"{row['geomean_median_ratio']:.3f}", f"{row['mean_within_1.02']:.0%}",
+                      f"{row['mean_within_1.05']:.0%}")
+    console.print(table)
+    if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
+        with open(json_out, "w") as f:
+            json.dump({"datasets": [str(p) for p in paths], "strategies": names, "budgets": budgets,
+                       "repeats": repeats, "seed": seed, "seconds": seconds,
+                       "cells": [c.to_dict() for c in cells], "aggregate": agg}, f, indent=1)
+        console.print(f"wrote {json_out}")
+    if plot_out:
+        plot_curves(curves, optima, plot_out)
+        console.print(f"wrote {plot_out}")
+
+
+@main.command(name="import")
+@click.argument("source", type=click.Path(exists=True, dir_okay=False))
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--kernel-class", default=None, help="Kernel class, when the source lacks it.")
+@click.option("--dims", default=None, help="Problem dims, e.g. M=64,N=4096,K=4096.")
+@click.option("--hardware", default=None, help="GPU name (e.g. H100-SXM), when the source lacks it.")
+def import_cmd(source: str, out: str, kernel_class: str | None, dims: str | None,
+               hardware: str | None) -> None:
+    """Convert a Kernel Tuner cache or T4 file into an abductune dataset."""
+    import dataclasses
+
+    from .datasets.format import write_dataset
+    from .datasets.public import load_any
+    from .hardware import lookup
+
+    ds = load_any(source)
+    changes: dict[str, Any] = {}
+    if kernel_class:
+        changes["kernel_class"] = kernel_class
+    if dims:
+        try:
+            changes["dims"] = {k: int(v) for k, v in (kv.split("=") for kv in dims.split(","))}
+        except ValueError:
+            raise AbductuneError(f"--dims must look like M=64,N=4096, got {dims!r}") from None
+    if hardware:
+        changes["hardware"] = lookup(hardware)
+    if changes:
+        ds.problem = dataclasses.replace(ds.problem, **changes)
+    write_dataset(ds, out)
+    console.print(f"wrote {out}: {len(ds.records)} configs, optimum {ds.optimum().time_ms:.4g} ms")
+
+
+def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, int]]:
+    """Shapes to tune: given ones, else the bundled datasets' shapes (replay) or the suite's."""
+    from .sweep import parse_shapes
+
+    if shapes:
+        return parse_shapes(shapes)
+    if mode == "replay":
+        from .datasets.bundled import bundled_datasets
+        from .datasets.format import read_dataset
+
+        return [read_dataset(p).problem.dims for p in bundled_datasets(kernel=kernel)]
+    from . import kernels
+
+    return kernels.get(kernel).suite_shapes()
+
+
+@main.command(name="tune")
+@click.option("--kernel", "kernel_list", default="matmul_fp16", show_default=True,
+              help="Comma-separated built-in kernels (see `abductune kernels`).")
+@click.option("--shapes", default=None, help="e.g. 'M=16,N=4096,K=4096;M=512,N=4096,K=4096' "
+              "(default: every recorded shape in replay, the suite's shapes live).")
+@click.option("--strategy", default="coordesc", show_default=True)
+@click.option("--budget", type=int, default=64, show_default=True, help="Evaluations per shape.")
+@click.option("--seconds", type=float, default=None, help="Seconds per shape (compile + benchmark).")
+@click.option("--mode", type=click.Choice(["auto", "live", "replay"]), default="auto", show_default=True,
+              help="live needs a GPU; auto replays bundled H100 measurements when there is none.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--store", "store_path", default=None, help="SQLite store (default: user cache dir); "
+              "live runs record every measurement there and resume from it.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
+def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, seconds: float | None,
+             mode: str, seed: int, store_path: str | None, json_out: str | None) -> None:
+    """Tune built-in kernels: live on a GPU, else by replaying bundled H100 measurements."""
+    from .search import Budget
+    from .tune import gpu_available, tune_one
+
+    if mode == "auto":
+        mode = "live" if gpu_available() else "replay"
+        if mode == "replay":
+            err_console.print("[yellow]no GPU found: replaying measurements recorded on an H100 "
+                              "(bundled datasets); times are those recorded, not measured now[/]")
+    store = None
+    if mode == "live":
+        from .store import Store
+
+        store = Store(store_path) if store_path else Store()
+    outcomes = []
+    jobs = [(k, d) for k in _csv(kernel_list) for d in _shapes_for(k, shapes, mode)]
+    if not jobs:
+        raise AbductuneError("nothing to tune: no shapes given and none recorded for "
+                             f"{kernel_list}")
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+        task = bar.add_task("tuning", total=len(jobs))
+        for k, d in jobs:
+            bar.update(task, description=f"{k} {d}")
+            outcomes.append(tune_one(k, d, strategy=strategy, budget=Budget(budget, seconds), seed=seed,
+                                     mode=mode, store=store))
+            bar.advance(task)
+    if store is not None:
+        store.close()
+    _print_outcomes(outcomes, mode)
+    if json_out:
+        with open(json_out, "w") as f:
+            json.dump([o.to_dict() for o in outcomes], f, indent=1)
+        console.print(f"wrote {json_out}")
+
+
+def _fmt_ms(v: float | None) -> str:
+    return "-" if v is None else (f"{v * 1e3:.1f} µs" if v < 1 else f"{v:.3f} ms")
+
+
+def _print_outcomes(outcomes: list[Any], mode: str) -> None:
+    table = Table(title=f"abductune tune ({mode})")
+    cols = ["kernel", "shape", "winner", "time", "fixed list best", "default", "torch"]
+    if mode == "replay":
+        cols.append("optimum")
+    cols += ["evals", "seconds"]
+    for c in cols:
+        table.add_column(c, justify="left" if c in ("kernel", "shape", "winner") else "right")
+    for o in outcomes:
+        d = o.to_dict()
+        w = o.winner
+        cfg = ",".join(f"{v}" for v in w.config.values()) if w else "-"
+        row = [o.kernel, ",".join(f"{k}={v}" for k, v in o.dims.items()), cfg, _fmt_ms(d["winner_ms"]),
+               _fmt_ms(d["fixed_best_ms"]), _fmt_ms(d["default_ms"]), _fmt_ms(d["torch_ms"])]
+        if mode == "replay":
+            row.append(_fmt_ms(d["optimum_ms"]))
+        row += [str(o.evaluations), f"{o.seconds:.1f}"]
+        table.add_row(*row)
+    console.print(table)
+
+
+@main.command(name="kernels")
+def kernels_cmd() -> None:
+    """List the built-in kernels."""
+    from . import kernels
+
+    for n in kernels.names():
+        console.print(n)
+
+
+@main.command(name="sweep")
+@click.option("--kernel", required=True, help="Built-in kernel name.")
+@click.option("--shapes", default=None, help="'M=16,N=4096,K=4096;...' (default: the suite's shapes).")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
+@click.option("--workers", type=int, default=None, help="Parallel compile processes (default: CPUs).")
+@click.option("--limit", type=int, default=None, help="Only the first N configs (for a quick look).")
+def sweep_cmd(kernel: str, shapes: str | None, out_dir: str, workers: int | None, limit: int | None) -> None:
+    """Measure every config of a kernel for a list of shapes into datasets (resumable)."""
+    from . import kernels
+    from .sweep import parse_shapes, sweep
+
+    shape_list = parse_shapes(shapes) if shapes else kernels.get(kernel).suite_shapes()
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console) as bar:
+        task = bar.add_task("sweeping", total=None)
+
+        def progress(label: str, done: int, total: int) -> None:
+            bar.update(task, description=label, completed=done, total=total)
+
+        paths = sweep(kernel, shape_list, out_dir, compile_workers=workers, limit=limit, on_progress=progress)
+    for p in paths:
+        console.print(f"wrote {p}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,32 @@
+"""Datasets recorded by us on real GPUs and shipped inside the package (data/<gpu>/<kernel>/)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import AbductuneError
+
+DATA_DIR = Path(__file__).parent / "data"
+
+
+def bundled_datasets(gpu: str | None = None, kernel: str | None = None) -> list[Path]:
+    """Every finished bundled dataset, optionally for one GPU folder and/or one kernel."""
+    root = DATA_DIR / gpu if gpu else DATA_DIR
+    if not root.exists():
+        return []
+    out = sorted(root.rglob("*.jsonl.gz"))
+    if kernel:
+        out = [p for p in out if p.parent.name == kernel]
+    return out
+
+
+def find_bundled(kernel: str, dims: dict[str, int], gpu: str | None = None) -> Path:
+    """The bundled dataset of `kernel` for exactly these dims, or a clear error listing shapes."""
+    from ..sweep import shape_name
+
+    want = shape_name(dims)
+    cands = bundled_datasets(gpu, kernel)
+    for p in cands:
+        if p.name == f"{want}.jsonl.gz":
+            return p
+    have = ", ".join(p.name.removesuffix(".jsonl.gz") for p in cands) or "none"
+    raise AbductuneError(f"no bundled dataset for {kernel} at {want}; recorded shapes: {have}")

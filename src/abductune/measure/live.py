@@ -1,0 +1,267 @@
+"""Live evaluator: compile in parallel worker processes, benchmark in an isolated worker.
+
+- Compilation: a spawn process pool (one CUDA context each, compile-only launches) fills
+  Triton's on-disk cache and reads registers, spills and shared memory; per-config timeout.
+- Benchmarking: one worker process owns the inputs, the reference output and an L2-flush
+  buffer. A crash, a hang (timeout) or a sticky CUDA error kills only that worker; the
+  parent records the failure, starts a new worker and goes on with the next config.
+- Every candidate's output (poisoned before the run) is checked against the reference; a
+  wrong result is a `wrong_result` measurement and never a winner.
+- `refine()` re-times the closest contenders interleaved before a winner is declared.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import math
+import multiprocessing as mp
+import os
+import statistics
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import AbductuneError
+from ..measurement import Measurement
+from ..problem import Problem
+from ..space import Space
+from .base import Evaluator
+
+log = logging.getLogger(__name__)
+
+
+class WorkerLost(Exception):
+    def __init__(self, status: str, error: str):
+        super().__init__(error)
+        self.status = status
+        self.error = error
+
+
+class BenchWorker:
+    """Parent-side handle of the benchmark process: request/reply with a timeout, restart."""
+
+    def __init__(self, start_timeout: float = 120.0):
+        self._ctx = mp.get_context("spawn")
+        self.proc: Any = None
+        self.conn: Any = None
+        self.start_timeout = start_timeout
+        self.restarts = 0
+        self._setup_msg: dict | None = None
+
+    def _start(self) -> None:
+        from .worker import bench_server
+
+        parent, child = self._ctx.Pipe()
+        self.proc = self._ctx.Process(target=bench_server, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.conn = parent
+        if not parent.poll(self.start_timeout):
+            self.kill()
+            raise AbductuneError("the benchmark worker did not start (no GPU, or CUDA hangs?)")
+        hello = parent.recv()
+        if not hello.get("ready"):
+            self.kill()
+            raise AbductuneError(f"the benchmark worker failed to start: {hello.get('error')}")
+        if self._setup_msg is not None:
+            self._call(self._setup_msg, self.start_timeout)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.proc.kill()
+        if self.proc is not None:
+            self.proc.join(5)
+        self.proc = None
+
+    def _call(self, msg: dict, timeout: float) -> dict:
+        try:
+            self.conn.send(msg)
+            if not self.conn.poll(timeout):
+                self.kill()
+                raise WorkerLost("timeout", f"no answer within {timeout:.0f} s (hang?); worker restarted")
+            reply = self.conn.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            code = self.proc.exitcode if self.proc is not None else None
+            self.kill()
+            raise WorkerLost("runtime_error", f"benchmark worker died (exit code {code}); restarted") from None
+        if reply.get("sticky"):
+            self.proc.join(10)
+            self.kill()
+        return reply
+
+    def request(self, msg: dict, timeout: float) -> dict:
+        if self.proc is None or not self.proc.is_alive():
+            if self.proc is not None or self.conn is not None:
+                self.restarts += 1
+            self._start()
+        if msg["op"] == "setup":
+            self._setup_msg = msg
+        return self._call(msg, timeout)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            try:
+                self.conn.send({"op": "stop"})
+                self.proc.join(5)
+            except (BrokenPipeError, OSError):
+                pass
+        self.kill()
+
+
+class Compiler:
+    """Parallel compile-only pool (spawn). Hung compiles time out; the pool is then rebuilt."""
+
+    def __init__(self, workers: int | None = None, timeout_s: float = 180.0):
+        self.workers = workers or max(1, (os.cpu_count() or 2))
+        self.timeout_s = timeout_s
+        self._pool: cf.ProcessPoolExecutor | None = None
+
+    def _get_pool(self) -> cf.ProcessPoolExecutor:
+        if self._pool is None:
+            from .worker import _init_compile_worker
+
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
+                                                initializer=_init_compile_worker)
+        return self._pool
+
+    def compile(self, kernel_name: str, configs: Sequence[Mapping[str, Any]], problem: Problem,
+                on_done: Callable[[int, dict], None] | None = None) -> list[dict]:
+        from .worker import compile_task
+
+        pool = self._get_pool()
+        pd = problem.to_dict()
+        futs = {pool.submit(compile_task, kernel_name, dict(c), pd): i for i, c in enumerate(configs)}
+        results: list[dict | None] = [None] * len(configs)
+        # every config gets timeout_s once a worker is free for it
+        deadline = time.monotonic() + self.timeout_s * math.ceil(len(configs) / self.workers) + 30
+        try:
+            for f in cf.as_completed(futs, timeout=max(1.0, deadline - time.monotonic())):
+                i = futs[f]
+                try:
+                    results[i] = f.result()
+                except Exception as e:  # noqa: BLE001 - a worker process died
+                    results[i] = {"status": "compile_error", "error": f"compile worker died: {e}",
+                                  "compile_s": 0.0}
+                if on_done:
+                    on_done(i, results[i])  # type: ignore[arg-type]
+        except cf.TimeoutError:
+            self.shutdown(kill=True)
+        for i, r in enumerate(results):
+            if r is None:
+                results[i] = {"status": "timeout", "error": f"compile took over {self.timeout_s:.0f} s",
+                              "compile_s": self.timeout_s}
+        return results  # type: ignore[return-value]
+
+    def shutdown(self, kill: bool = False) -> None:
+        if self._pool is None:
+            return
+        if kill:
+            for p in list(getattr(self._pool, "_processes", {}).values()):
+                p.kill()
+        self._pool.shutdown(wait=not kill, cancel_futures=True)
+        self._pool = None
+
+
+def roofline_extra(problem: Problem, time_ms: float) -> dict[str, float]:
+    """Achieved FLOP/s and bytes/s, and their fractions of the hardware peaks."""
+    s = time_ms / 1e3
+    out: dict[str, float] = {}
+    if problem.flops:
+        out["tflops"] = problem.flops / s / 1e12
+    if problem.min_bytes:
+        out["gbps"] = problem.min_bytes / s / 1e9
+    hw = problem.hardware
+    if hw is not None:
+        peak = hw.peak(problem.dtype)
+        if peak and problem.flops:
+            out["frac_peak_flops"] = problem.flops / s / peak
+        if hw.mem_bandwidth and problem.min_bytes:
+            out["frac_peak_bw"] = problem.min_bytes / s / hw.mem_bandwidth
+    return {k: round(v, 6) for k, v in out.items()}
+
+
+class LiveEvaluator(Evaluator):
+    """Measures configs of a built-in kernel on the local GPU."""
+
+    def __init__(self, kernel: Any, problem: Problem, *, compile_workers: int | None = None,
+                 compile_timeout_s: float = 180.0, bench_timeout_s: float = 60.0, seed: int = 0,
+                 target_ms: float = 25.0, min_reps: int = 5, max_reps: int = 100,
+                 worker: BenchWorker | None = None, compiler: Compiler | None = None):
+        from .. import kernels
+
+        self.spec = kernels.get(kernel) if isinstance(kernel, str) else kernel
+        self.problem = problem
+        self.space: Space = self.spec.space()
+        self.clock = 0.0
+        self.bench_timeout_s = bench_timeout_s
+        self.opts = {"target_ms": target_ms, "min_reps": min_reps, "max_reps": max_reps}
+        self.worker = worker or BenchWorker()
+        self._own_worker = worker is None
+        self.compiler = compiler or Compiler(compile_workers, compile_timeout_s)
+        self._own_compiler = compiler is None
+        self.device = self.worker.request({"op": "setup", "kernel": self.spec.name,
+                                           "problem": problem.to_dict(), "seed": seed},
+                                          timeout=600).get("device", "")
+
+    def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
+        t0 = time.perf_counter()
+        compiled = self.compiler.compile(self.spec.name, configs, self.problem)
+        out = []
+        for cfg, comp in zip(configs, compiled):
+            out.append(self._bench_one(dict(cfg), comp))
+        self.clock += time.perf_counter() - t0
+        return out
+
+    def _bench_one(self, cfg: dict, comp: dict) -> Measurement:
+        static = {k: comp.get(k) for k in ("registers", "spills", "smem_bytes")}
+        base = dict(config=cfg, compile_s=float(comp.get("compile_s", 0.0)), **static)
+        if comp["status"] != "ok":
+            return Measurement(status=comp["status"], error=comp.get("error", ""), **base)
+        try:
+            r = self.worker.request({"op": "bench", "config": cfg, "opts": self.opts}, self.bench_timeout_s)
+        except WorkerLost as e:
+            return Measurement(status=e.status, error=e.error, bench_s=self.bench_timeout_s, **base)
+        extra: dict[str, Any] = {}
+        if r.get("rel_err") is not None:
+            extra["rel_err"] = r["rel_err"]
+        if r.get("status") == "ok":
+            extra.update(roofline_extra(self.problem, r["time_ms"]))
+        return Measurement(status=r.get("status", "runtime_error"), time_ms=r.get("time_ms"),
+                           samples_ms=r.get("samples_ms", []), bench_s=float(r.get("bench_s", 0.0)),
+                           error=r.get("error", ""), extra=extra, **base)
+
+    def baseline(self) -> Measurement:
+        """Time the torch implementation (cuBLAS for matmul) on the same inputs."""
+        r = self.worker.request({"op": "bench", "config": None, "opts": self.opts}, self.bench_timeout_s)
+        return Measurement({"impl": "torch"}, status=r.get("status", "runtime_error"), time_ms=r.get("time_ms"),
+                           samples_ms=r.get("samples_ms", []), bench_s=float(r.get("bench_s", 0.0)),
+                           error=r.get("error", ""))
+
+    def refine(self, measurements: Sequence[Measurement], top: int = 4, close: float = 0.03,
+               rounds: int = 5, reps: int = 10) -> list[Measurement]:
+        """Re-time the `top` fastest configs within `close` of the best, interleaved; update
+        their samples and medians in place and return them sorted by the new median."""
+        ok = sorted((m for m in measurements if m.ok), key=lambda m: m.objective)
+        if not ok:
+            return []
+        cands = [m for m in ok[:top] if m.objective <= ok[0].objective * (1 + close)]
+        if len(cands) < 2:
+            return cands
+        t0 = time.perf_counter()
+        try:
+            r = self.worker.request({"op": "interleaved", "configs": [m.config for m in cands],
+                                     "rounds": rounds, "reps": reps}, self.bench_timeout_s * len(cands))
+        except WorkerLost as e:
+            log.warning("interleaved re-measurement failed: %s", e.error)
+            return cands
+        finally:
+            self.clock += time.perf_counter() - t0
+        for m, s in zip(cands, r.get("samples", [])):
+            m.extra["refined_ms"] = statistics.median(s)
+            m.extra["refined_samples"] = len(s)
+        return sorted(cands, key=lambda m: m.extra.get("refined_ms", m.objective))
+
+    def close(self) -> None:
+        if self._own_worker:
+            self.worker.close()
+        if self._own_compiler:
+            self.compiler.shutdown()

@@ -1,0 +1,223 @@
+"""Code that runs inside worker processes: the benchmark server and the compile task.
+
+Everything here imports torch/triton; the parent (live.py) only talks to it over a pipe or a
+process pool, so a crash, hang or sticky CUDA error here never takes the tuner down.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+import traceback
+from typing import Any
+
+# A CUDA error after which the context is unusable: the worker reports it, then exits so the
+# parent starts a fresh one.
+_STICKY = ("illegal memory access", "illegal address", "unspecified launch failure", "misaligned address",
+           "an illegal instruction", "device-side assert", "CUDA error", "cudaErrorLaunchFailure",
+           "hardware stack error", "uncorrectable ECC", "operation not permitted when stream is capturing")
+
+
+def classify_error(exc: BaseException) -> tuple[str, bool]:
+    """(status, sticky) for an exception raised while compiling or running a config."""
+    name = type(exc).__name__
+    mod = type(exc).__module__ or ""
+    text = f"{name}: {exc}"
+    if name == "OutOfResources" or "out of resource" in text.lower():
+        return "resource_error", False
+    if "CompilationError" in name or mod.startswith("triton.compiler") or "PTXAS error" in text \
+            or "ptxas" in text.lower() and "error" in text.lower():
+        return "compile_error", False
+    sticky = any(s.lower() in text.lower() for s in _STICKY)
+    return "runtime_error", sticky
+
+
+def _short(exc: BaseException, limit: int = 2000) -> str:
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return text[-limit:]
+
+
+# ---------------------------------------------------------------------------- compile
+
+_COMPILE_STATE: dict[str, Any] = {}
+
+
+def _init_compile_worker() -> None:
+    """Make every Triton launch in this process compile only (warmup), capturing the kernel."""
+    from triton.runtime.jit import JITFunction
+
+    orig = JITFunction.run
+
+    def run_compile_only(self, *args, grid, warmup, **kwargs):  # noqa: ANN001
+        kernel = orig(self, *args, grid=grid, warmup=True, **kwargs)
+        _COMPILE_STATE["kernel"] = kernel
+        return kernel
+
+    JITFunction.run = run_compile_only  # type: ignore[method-assign]
+
+
+def compile_task(kernel_name: str, config: dict, problem_dict: dict) -> dict[str, Any]:
+    """Compile one config for the problem's specialisation on this GPU (fills Triton's cache)
+    and read its static facts. Runs in a pool process started with `_init_compile_worker`."""
+    import torch
+
+    from .. import kernels
+    from ..problem import Problem
+
+    spec = kernels.get(kernel_name)
+    problem = Problem.from_dict(problem_dict)
+    pkey = (kernel_name, problem.key())
+    if _COMPILE_STATE.get("pkey") != pkey:
+        _COMPILE_STATE.pop("io", None)
+        torch.cuda.empty_cache()
+        # uninitialised buffers: compile-only launches never read them
+        inputs = tuple(torch.empty_like(t) for t in spec.make_inputs(problem, "cuda", 0))
+        _COMPILE_STATE["io"] = (inputs, spec.alloc_output(problem, inputs))
+        _COMPILE_STATE["pkey"] = pkey
+    inputs, out = _COMPILE_STATE["io"]
+    _COMPILE_STATE["kernel"] = None
+    t0 = time.perf_counter()
+    try:
+        spec.launch(config, inputs, out)
+        k = _COMPILE_STATE["kernel"]
+        res: dict[str, Any] = {"status": "ok", "compile_s": time.perf_counter() - t0}
+        if k is not None:
+            k._init_handles()  # loads the module: raises OutOfResources if it cannot fit
+            res.update(registers=int(getattr(k, "n_regs", 0) or 0),
+                       spills=int(getattr(k, "n_spills", 0) or 0),
+                       smem_bytes=int(getattr(k.metadata, "shared", 0) or 0))
+        return res
+    except Exception as e:  # noqa: BLE001 - every failure becomes a measurement
+        status, _ = classify_error(e)
+        if status == "runtime_error":
+            status = "compile_error"
+        return {"status": status, "compile_s": time.perf_counter() - t0, "error": _short(e)}
+
+
+# -------------------------------------------------------------------------- benchmark
+
+class _Bench:
+    """State of the benchmark server: one problem's inputs, reference and flush buffer."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        self.spec = None
+        self.problem = None
+        # larger than any L2 we know (H100: 50 MB) so each timed run starts cold
+        self.flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
+
+    def setup(self, kernel_name: str, problem_dict: dict, seed: int) -> dict[str, Any]:
+        from .. import kernels
+        from ..problem import Problem
+
+        torch = self.torch
+        self.spec = kernels.get(kernel_name)
+        self.problem = Problem.from_dict(problem_dict)
+        self.inputs = self.out = self.ref = None
+        torch.cuda.empty_cache()
+        self.inputs = self.spec.make_inputs(self.problem, "cuda", seed)
+        self.ref = self.spec.reference(self.inputs)
+        self.out = self.spec.alloc_output(self.problem, self.inputs)
+        torch.cuda.synchronize()
+        return {"device": torch.cuda.get_device_name(), "ok": True}
+
+    def _poison(self) -> None:
+        if self.out.dtype.is_floating_point:
+            self.out.fill_(math.nan)
+        else:
+            self.out.fill_(-1)
+
+    def _time(self, fn, reps: int) -> list[float]:
+        torch = self.torch
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for i in range(reps):
+            self.flush.zero_()
+            starts[i].record()
+            fn()
+            ends[i].record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+    def bench(self, config: dict | None, target_ms: float = 25.0, min_reps: int = 5,
+              max_reps: int = 100, check: bool = True) -> dict[str, Any]:
+        torch = self.torch
+        t_start = time.perf_counter()
+        if config is None:  # the torch reference implementation (cuBLAS for matmul)
+            fn = lambda: self.spec.torch_baseline(self.inputs, self.out)  # noqa: E731
+        else:
+            fn = lambda: self.spec.launch(config, self.inputs, self.out)  # noqa: E731
+        res: dict[str, Any] = {}
+        try:
+            self._poison()
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            res["first_call_s"] = time.perf_counter() - t0  # includes a JIT compile on a cache miss
+            if check:
+                passed, rel = self.spec.check(self.out, self.ref)
+                res["rel_err"] = rel if math.isfinite(rel) else None
+                if not passed:
+                    res.update(status="wrong_result", error=f"relative error {rel:.3g} above tolerance",
+                               bench_s=time.perf_counter() - t_start)
+                    return res
+            est = statistics.median(self._time(fn, 3))
+            reps = int(min(max_reps, max(min_reps, target_ms / max(est, 1e-4))))
+            samples = self._time(fn, reps)
+            res.update(status="ok", samples_ms=samples, time_ms=statistics.median(samples))
+        except Exception as e:  # noqa: BLE001
+            status, sticky = classify_error(e)
+            if not sticky:
+                try:
+                    torch.cuda.synchronize()
+                except Exception:  # noqa: BLE001 - the context is gone
+                    sticky = True
+            res.update(status=status, error=_short(e), sticky=sticky)
+        res["bench_s"] = time.perf_counter() - t_start
+        return res
+
+    def interleaved(self, configs: list[dict], rounds: int, reps: int) -> list[list[float]]:
+        """Re-time configs round-robin so drift (clocks, heat, neighbours) hits all alike."""
+        samples: list[list[float]] = [[] for _ in configs]
+        for _ in range(rounds):
+            for i, cfg in enumerate(configs):
+                fn = (lambda c=cfg: self.spec.launch(c, self.inputs, self.out))
+                samples[i] += self._time(fn, reps)
+        return samples
+
+
+def bench_server(conn: Any) -> None:
+    """Main loop of the benchmark worker process (multiprocessing 'spawn' target)."""
+    try:
+        bench = _Bench()
+    except Exception as e:  # noqa: BLE001
+        conn.send({"status": "runtime_error", "error": f"cannot start the benchmark worker: {_short(e)}",
+                   "sticky": True})
+        return
+    conn.send({"ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        op = msg.get("op")
+        try:
+            if op == "stop":
+                return
+            if op == "setup":
+                reply = bench.setup(msg["kernel"], msg["problem"], msg.get("seed", 0))
+            elif op == "bench":
+                reply = bench.bench(msg.get("config"), **msg.get("opts", {}))
+            elif op == "interleaved":
+                reply = {"samples": bench.interleaved(msg["configs"], msg["rounds"], msg["reps"])}
+            else:
+                reply = {"status": "runtime_error", "error": f"unknown op {op!r}"}
+        except Exception as e:  # noqa: BLE001
+            status, sticky = classify_error(e)
+            reply = {"status": status, "error": _short(e), "sticky": sticky}
+        conn.send(reply)
+        if reply.get("sticky"):
+            os._exit(3)  # the CUDA context is poisoned; the parent restarts us

@@ -1,0 +1,207 @@
+"""Recording exhaustive datasets on a GPU (`abductune sweep`), resumable after a crash.
+
+Each (kernel, shape) goes to `<out>/<kernel>/<shape>.jsonl` while it is being measured: a
+header line, then one line per config appended and fsync'ed as soon as it is measured. A
+killed sweep resumes where it stopped; a finished shape is compressed to `.jsonl.gz`.
+Compile seconds are the cost of a real compile: a config compiled once for one shape is a
+cache hit for the next, so the first real compile time is kept (`compile_times.json`).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import platform
+from pathlib import Path
+from typing import Any, Callable
+
+from .datasets.format import Dataset, append_records, iter_lines, write_dataset
+from .errors import AbductuneError, DatasetError
+from .hardware import HardwareInfo, lookup
+from .measurement import Measurement
+
+log = logging.getLogger(__name__)
+
+
+def shape_name(dims: dict[str, int]) -> str:
+    return "_".join(f"{k}{v}" for k, v in dims.items())
+
+
+def parse_shapes(text: str) -> list[dict[str, int]]:
+    """'M=16,N=4096,K=4096;M=1,N=...' -> list of dims."""
+    shapes = []
+    for part in text.split(";"):
+        if not part.strip():
+            continue
+        try:
+            shapes.append({k.strip(): int(v) for k, v in (kv.split("=") for kv in part.split(","))})
+        except ValueError:
+            raise AbductuneError(f"bad shape {part!r}: write dims as M=16,N=4096,K=4096 and separate "
+                                 "shapes with ';'") from None
+    return shapes
+
+
+def toolchain() -> dict[str, Any]:
+    info: dict[str, Any] = {"python": platform.python_version(),
+                            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        import torch
+        import triton
+
+        info.update(torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda)
+        if torch.cuda.is_available():
+            info["device_name"] = torch.cuda.get_device_name()
+            try:
+                import pynvml  # nvidia-ml-py
+
+                pynvml.nvmlInit()
+                info["driver"] = pynvml.nvmlSystemGetDriverVersion()
+            except Exception:  # noqa: BLE001 - optional
+                pass
+    except ImportError:
+        pass
+    return info
+
+
+def local_hardware() -> HardwareInfo:
+    """The local GPU as a HardwareInfo (known table entry, corrected by device properties)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise AbductuneError("no CUDA GPU is visible: live measurement needs one")
+    props = torch.cuda.get_device_properties(0)
+    known = lookup(props.name, strict=False)
+    cc = (props.major, props.minor)
+    if known is None:
+        return HardwareInfo(props.name, "nvidia", cc, props.multi_processor_count,
+                            l2_bytes=getattr(props, "L2_cache_size", 0))
+    return known.with_measured(sms=props.multi_processor_count, compute_capability=cc)
+
+
+def read_partial(path: Path) -> tuple[dict | None, list[Measurement]]:
+    """Header and records of an in-progress file; a torn last line (killed mid-write) is dropped."""
+    if not path.exists():
+        return None, []
+    head, recs = None, []
+    try:
+        for lineno, obj in iter_lines(path):
+            if head is None:
+                head = obj
+            else:
+                recs.append(Measurement.from_dict(obj))
+    except DatasetError as e:
+        log.warning("%s; keeping the %d records before it", e, len(recs))
+    return head, recs
+
+
+def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *,
+          compile_workers: int | None = None, limit: int | None = None, seed: int = 0,
+          hardware: HardwareInfo | None = None,
+          on_progress: Callable[[str, int, int], None] | None = None) -> list[Path]:
+    """Measure every valid config of `kernel_name` for each shape; returns the dataset paths."""
+    from . import kernels
+    from .measure.live import BenchWorker, Compiler, LiveEvaluator
+
+    spec = kernels.get(kernel_name)
+    space = spec.space()
+    configs = space.valid_configs()
+    if limit:
+        configs = configs[:limit]
+    hw = hardware or local_hardware()
+    out = Path(out_dir) / spec.name
+    out.mkdir(parents=True, exist_ok=True)
+    ctimes_path = out / "compile_times.json"
+    ctimes: dict[str, float] = json.loads(ctimes_path.read_text()) if ctimes_path.exists() else {}
+    tc = toolchain()
+    worker = BenchWorker()
+    done_paths = []
+    try:
+        for dims in shapes:
+            problem = spec.problem(dims, hw)
+            final = out / f"{shape_name(problem.dims)}.jsonl.gz"
+            partial = out / f"{shape_name(problem.dims)}.jsonl"
+            if final.exists():
+                done_paths.append(final)
+                continue
+            head, recs = read_partial(partial)
+            ds = Dataset(problem, space.to_dict(), [], tc, source=f"abductune sweep {spec.name}",
+                         meta={"fixed_configs": spec.fixed_configs(), "default_config": spec.default_config()})
+            if head is not None:
+                ds.baselines = dict(head.get("baselines") or {})
+            else:
+                worker.request({"op": "setup", "kernel": spec.name, "problem": problem.to_dict(),
+                                "seed": seed}, 600)
+                base = worker.request({"op": "bench", "config": None}, 120)
+                if base.get("status") == "ok":
+                    ds.baselines["torch_ms"] = base["time_ms"]
+                partial.write_text(json.dumps(ds.header(), separators=(",", ":")) + "\n")
+            seen = {space.key(m.config) for m in recs}
+            todo = [c for c in configs if space.key(c) not in seen]
+            if todo:
+                compiler = Compiler(compile_workers)
+                ev = LiveEvaluator(spec, problem, compiler=compiler, worker=worker, seed=seed)
+                try:
+                    comps = compiler.compile(spec.name, todo, problem)
+                finally:
+                    compiler.shutdown()  # frees the pool's GPU buffers before timing
+                for i, (cfg, comp) in enumerate(zip(todo, comps)):
+                    ck = json.dumps(space.key(cfg))
+                    if comp["status"] == "ok":
+                        # a cache hit reports ms: keep the first real compile's seconds
+                        ctimes[ck] = max(ctimes.get(ck, 0.0), float(comp.get("compile_s", 0.0)))
+                        comp = {**comp, "compile_s": ctimes[ck]}
+                    m = ev._bench_one(dict(cfg), comp)
+                    append_records(partial, [m])
+                    recs.append(m)
+                    if on_progress:
+                        on_progress(f"{spec.name} {shape_name(problem.dims)}", len(recs), len(configs))
+                ctimes_path.write_text(json.dumps(ctimes))
+            ds.records = recs
+            write_dataset(ds, final)
+            partial.unlink()
+            done_paths.append(final)
+    finally:
+        worker.close()
+    return done_paths
+
+
+def noise_study(kernel_name: str, dataset_paths: list[str | Path], *, top: int = 10, n_random: int = 10,
+                repeats: int = 5, reps: int = 20, seed: int = 0) -> list[dict[str, Any]]:
+    """Re-measure the top configs and random ones of recorded datasets `repeats` times,
+    interleaved, and report each config's spread across repeats."""
+    import random
+    import statistics
+
+    from . import kernels
+    from .datasets.format import read_dataset
+    from .measure.live import BenchWorker
+
+    spec = kernels.get(kernel_name)
+    rng = random.Random(seed)
+    worker = BenchWorker()
+    rows = []
+    try:
+        for p in dataset_paths:
+            ds = read_dataset(p)
+            ok = sorted(ds.ok_records(), key=lambda m: m.objective)
+            rest = ok[top:]
+            chosen = ok[:top] + rng.sample(rest, min(n_random, len(rest)))
+            worker.request({"op": "setup", "kernel": spec.name, "problem": ds.problem.to_dict(),
+                            "seed": seed}, 600)
+            per_round: list[list[float]] = [[] for _ in chosen]
+            for _ in range(repeats):
+                r = worker.request({"op": "interleaved", "configs": [m.config for m in chosen],
+                                    "rounds": 1, "reps": reps}, 600)
+                for i, s in enumerate(r["samples"]):
+                    per_round[i].append(statistics.median(s))
+            for i, m in enumerate(chosen):
+                meds = per_round[i]
+                mid = statistics.median(meds)
+                rows.append({"dataset": ds.name, "config": m.config, "rank": ok.index(m),
+                             "group": "top" if i < top else "random", "sweep_ms": m.time_ms,
+                             "medians_ms": meds, "spread": (max(meds) - min(meds)) / mid,
+                             "vs_sweep": mid / m.time_ms})  # type: ignore[operator]
+    finally:
+        worker.close()
+    return rows
