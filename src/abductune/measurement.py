@@ -69,7 +69,9 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Measurement":
-        return cls(config=dict(d["config"]), status=d.get("status", "ok"), time_ms=d.get("time_ms"),
+        # JSON turns tuple values into lists; configs must stay hashable
+        config = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(d["config"]).items()}
+        return cls(config=config, status=d.get("status", "ok"), time_ms=d.get("time_ms"),
                    samples_ms=list(d.get("samples_ms") or []), compile_s=float(d.get("compile_s", 0.0)),
                    bench_s=float(d.get("bench_s", 0.0)), registers=d.get("registers"),
                    spills=d.get("spills"), smem_bytes=d.get("smem_bytes"), error=d.get("error", ""),

@@ -27,13 +27,13 @@ _ROLE_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     (re.compile(r"^num_?ctas$", re.I), lambda m: "ctas"),
     (re.compile(r"^group(?:_size)?_?([a-z])?$", re.I), lambda m: "group"),
     (re.compile(r"^split_?([a-z])$|^split$", re.I), lambda m: f"split:{(m.group(1) or 'K').upper()}"),
+    (re.compile(r"^(?:block|tile)(?:_?size)?$", re.I), lambda m: "tile"),
     # XBLOCK, YBLOCK, RBLOCK, R0_BLOCK (Inductor)
     (re.compile(r"^([xyzr])0?_?block$", re.I), lambda m: f"tile:{m.group(1).upper()}"),
     # BLOCK_M, BLOCK_SIZE_N, TILE_K, BM, BN, BK
     (re.compile(r"^(?:block(?:_size)?|tile(?:_size)?)_([a-z][a-z0-9]*)$", re.I),
      lambda m: f"tile:{m.group(1).upper()}"),
     (re.compile(r"^b([mnk])$", re.I), lambda m: f"tile:{m.group(1).upper()}"),
-    (re.compile(r"^block(?:_size)?$", re.I), lambda m: "tile"),
 ]
 
 
@@ -124,7 +124,10 @@ class Param:
     @staticmethod
     def from_dict(d: Mapping[str, Any]) -> "Param":
         try:
-            return Param(d["name"], tuple(d["values"]), d.get("role"), d.get("default"),
+            # JSON turns tuple values into lists; they must be hashable again
+            values = tuple(tuple(v) if isinstance(v, list) else v for v in d["values"])
+            default = d.get("default")
+            return Param(d["name"], values, d.get("role"), tuple(default) if isinstance(default, list) else default,
                          bool(d.get("ordered", True)), d.get("kind", "choice"))
         except KeyError as e:
             raise SpaceError(f"parameter description {dict(d)!r} lacks {e}") from None
@@ -165,7 +168,8 @@ def Bool(name: str, role: str | None = None, default: bool | None = None) -> Par
 
 _ALLOWED_NODES = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
-    ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
+    # no ast.Pow: 9**9**9 in a dataset header would hang enumeration
+    ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod,
     ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr, ast.BitXor, ast.Invert,
     ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn,
     ast.Name, ast.Load, ast.Constant, ast.Tuple, ast.List, ast.Set, ast.IfExp, ast.Call,
@@ -325,10 +329,11 @@ class Space:
     def valid_configs(self) -> list[Config]:
         """All valid configs (cached). Raises SpaceError when none exists."""
         if self._valid is None:
-            self._valid = list(self.iter_configs())
-            if not self._valid:
+            valid = list(self.iter_configs())
+            if not valid:
                 raise SpaceError(f"the space {self.name or self!r} has no valid config: its "
                                  f"constraints reject all {self.cardinality} combinations")
+            self._valid = valid
             self._valid_keys = {self.key(c): i for i, c in enumerate(self._valid)}
         return self._valid
 
@@ -371,9 +376,12 @@ class Space:
         return d
 
     def nearest_valid(self, cfg: Mapping[str, Any], prefer: Iterable[str] = ()) -> Config:
-        """Valid config closest to `cfg`; keys in `prefer` weigh 4x so they move last."""
+        """Valid config closest to `cfg`; keys in `prefer` move only when no valid config keeps
+        them (their weight exceeds any possible distance over the other keys)."""
         target = self.clamp({**{p.name: p.default_value for p in self.params}, **cfg})
-        w = {n: (4.0 if n in set(prefer) else 1.0) for n in self.names}
+        big = float(sum(len(p.values) for p in self.params) + 1)
+        pref = set(prefer)
+        w = {n: (big if n in pref else 1.0) for n in self.names}
         best, best_d = None, math.inf
         for c in self.valid_configs():
             d = 0.0

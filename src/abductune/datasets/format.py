@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -130,7 +131,12 @@ def read_dataset(path: str | Path) -> Dataset:
         raise DatasetError(f"{path}:1: not an abductune dataset (header 'format' is "
                            f"{head.get('format')!r}); import Kernel Tuner or T4 files with "
                            "`abductune import`")
-    if int(head.get("version", 0)) > VERSION:
+    try:
+        version = int(head.get("version", 0))
+    except (TypeError, ValueError):
+        raise DatasetError(f"{path}:1: header 'version' must be an integer, got "
+                           f"{head.get('version')!r}") from None
+    if version > VERSION:
         raise DatasetError(f"{path}:1: format version {head.get('version')} is newer than this "
                            f"abductune understands ({VERSION}); upgrade abductune")
     try:
@@ -161,12 +167,18 @@ def read_dataset(path: str | Path) -> Dataset:
 def write_dataset(ds: Dataset, path: str | Path) -> None:
     """Write atomically (temp file + rename) so a crash never leaves half a dataset."""
     path = str(path)
-    tmp = path + ".tmp" + (".gz" if path.endswith(".gz") else "")
-    with _open(tmp, "w") as f:
-        f.write(json.dumps(ds.header(), separators=(",", ":")) + "\n")
-        for m in ds.records:
-            f.write(json.dumps(m.to_dict(), separators=(",", ":")) + "\n")
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp" +
+                               (".gz" if path.endswith(".gz") else ""), dir=os.path.dirname(path) or ".")
+    os.close(fd)
+    try:
+        with _open(tmp, "w") as f:
+            f.write(json.dumps(ds.header(), separators=(",", ":")) + "\n")
+            for m in ds.records:
+                f.write(json.dumps(m.to_dict(), separators=(",", ":")) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def append_records(path: str | Path, records: Iterable[Measurement]) -> None:

@@ -128,6 +128,8 @@ class Search:
         self._pending: list[Config] | None = None  # the batch the generator is waiting on
         self._asked: list[Config] = []
         self._seed_queue = list(valid_seeds)
+        self._queue: list[Config] = []  # unmeasured configs of the current batch, not yet asked
+        self.batch_size = max(1, batch_size)
         self.done = False
         self.exhausted_budget = False
 
@@ -145,6 +147,8 @@ class Search:
         if self._remaining() <= 0:
             self.done = self.exhausted_budget = True
             return []
+        if self._queue:  # the rest of a batch larger than batch_size
+            return self._take(self._queue)
         if self._seed_queue:
             batch = [s for s in self._seed_queue if not self.ctx.is_known(s)]
             for s in self._seed_queue:
@@ -153,8 +157,7 @@ class Search:
                     self.ctx._record(m)
             self._seed_queue = []
             if batch:
-                self._asked = batch[: int(min(len(batch), self._remaining()))]
-                return list(self._asked)
+                return self._take(batch)
         if self._gen is None:
             self._gen = self.strategy.propose(self.ctx)
             to_send = None
@@ -178,8 +181,7 @@ class Search:
                     keys.add(k)
                     new.append(c)
             if new:
-                self._asked = new[: int(min(len(new), self._remaining()))]
-                return list(self._asked)
+                return self._take(new)
             stalled += 1
             if stalled > _MAX_STALLED_BATCHES:
                 log.info("strategy %s keeps proposing measured configs; stopping", self.strategy.name)
@@ -187,9 +189,19 @@ class Search:
                 return []
             to_send = self._answers()
 
+    def _take(self, configs: list[Config]) -> list[Config]:
+        """Ask for at most batch_size configs (and never past the evaluation budget)."""
+        n = int(min(len(configs), self.batch_size, self._remaining()))
+        self._asked, self._queue = configs[:n], configs[n:]
+        return list(self._asked)
+
     def _answers(self) -> list[Measurement]:
         assert self._pending is not None
-        return [self.memo[self.space.key(c)] for c in self._pending]
+        answers = [self.memo[self.space.key(c)] for c in self._pending]
+        for m in answers:  # configs measured earlier (memo, resumed run) still count for best
+            if m.ok and (self.ctx.best is None or m.objective < self.ctx.best.objective):
+                self.ctx.best = m
+        return answers
 
     def tell(self, measurements: Sequence[Measurement]) -> None:
         if len(measurements) != len(self._asked):
@@ -202,7 +214,8 @@ class Search:
                 self.evaluations += 1
                 self.ctx._record(m)
         self._asked = []
-        if self._pending is not None and any(self.space.key(c) not in self.memo for c in self._pending):
+        if self._remaining() <= 0 and (self._queue or (self._pending is not None and any(
+                self.space.key(c) not in self.memo for c in self._pending))):
             # budget cut the batch short: the strategy cannot be answered, so it ends here
             self.done = self.exhausted_budget = True
 

@@ -5,11 +5,18 @@ from typing import Any
 
 from ..errors import AbductuneError
 from .base import Strategy
+from .beam import BeamSearch
+from .coordesc import CoordinateDescent
 from .exhaustive import Exhaustive
+from .fixed import FixedList
+from .genetic import GeneticAlgorithm
+from .pattern import PatternSearch
 from .random import RandomSearch
+from .tpe import TPE
 
 STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (Exhaustive, RandomSearch)
+    cls.name: cls for cls in (Exhaustive, RandomSearch, FixedList, CoordinateDescent, BeamSearch,
+                              GeneticAlgorithm, PatternSearch, TPE)
 }
 
 

@@ -1,0 +1,68 @@
+"""Beam search: keep the `beam_width` best configs seen, measure all their unmeasured
+neighbours (within `radius`), and stop when a round leaves the beam unchanged."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import AbductuneError
+from ..space import Config
+from .base import Proposals, SearchContext, Strategy
+from .coordesc import measure
+
+
+def _positive_int(strategy: str, name: str, v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise AbductuneError(f"{strategy}: option {name!r} must be an integer >= 1, got {v!r}")
+    return v
+
+
+class BeamSearch(Strategy):
+    """Options: beam_width=4, radius=1, initial=beam_width (random configs added to the seeds
+    and the space default to form the first beam)."""
+
+    name = "beam"
+
+    def __init__(self, seed: int = 0, beam_width: int = 4, radius: int = 1, initial: int | None = None,
+                 **options: Any):
+        super().__init__(seed, **options)
+        self.beam_width = _positive_int(self.name, "beam_width", beam_width)
+        self.radius = _positive_int(self.name, "radius", radius)
+        if initial is not None and (isinstance(initial, bool) or not isinstance(initial, int) or initial < 0):
+            raise AbductuneError(f"{self.name}: option 'initial' must be an integer >= 0, got {initial!r}")
+        self.initial = self.beam_width if initial is None else initial
+
+    def propose(self, ctx: SearchContext) -> Proposals:
+        space = ctx.space
+        scores: dict[tuple, tuple[float, Config]] = {}  # everything this search has seen, in order
+
+        def note(cfgs: list[Config], objs: list[float]) -> None:
+            for c, t in zip(cfgs, objs):
+                scores.setdefault(space.key(c), (t, c))
+
+        def beam() -> list[tuple]:
+            # stable sort: ties keep first-seen order, so runs are reproducible
+            return [k for k, _ in sorted(scores.items(), key=lambda kv: kv[1][0])[: self.beam_width]]
+
+        note([m.config for m in ctx.history], [m.objective for m in ctx.history])  # the seeds
+        valid = space.valid_configs()
+        picks = [valid[i] for i in ctx.rng.sample(range(len(valid)), min(self.initial, len(valid)))]
+        start = [c for c in [space.default(), *picks] if space.key(c) not in scores]
+        ms = yield from measure(ctx, start)
+        note(start, [m.objective for m in ms])
+        current = beam()
+        while True:
+            frontier: dict[tuple, Config] = {}
+            for k in current:
+                for c in space.neighbours(scores[k][1], self.radius):
+                    ck = space.key(c)
+                    if ck not in scores:  # known-but-unscored ones are answered free
+                        frontier.setdefault(ck, c)
+            if not frontier:
+                return
+            cfgs = list(frontier.values())
+            ms = yield from measure(ctx, cfgs)
+            note(cfgs, [m.objective for m in ms])
+            nxt = beam()
+            if nxt == current:
+                return
+            current = nxt
