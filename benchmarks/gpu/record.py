@@ -78,6 +78,14 @@ def main() -> None:
         except TimeoutError:
             print(f"{name}: stopped at the deadline (resumable)", flush=True)
             break
+    from abductune.datasets.format import read_dataset
+
+    print(f"{'dataset':40} {'configs':>7} {'ok':>5} {'best ms':>9} {'torch ms':>9} {'best cfg'}")
+    for p in sorted(Path(args.out).rglob("*.jsonl.gz")):
+        ds = read_dataset(p)
+        b = ds.optimum()
+        print(f"{p.parent.name + '/' + ds.name:40} {len(ds.records):7d} {len(ds.ok_records()):5d} "
+              f"{b.time_ms:9.4f} {ds.baselines.get('torch_ms', float('nan')):9.4f} {b.config}")
     print(f"total {time.time() - t_start:.0f} s", flush=True)
 
 

@@ -97,7 +97,7 @@ def read_partial(path: Path) -> tuple[dict | None, list[Measurement]]:
 
 def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *,
           compile_workers: int | None = None, limit: int | None = None, seed: int = 0,
-          hardware: HardwareInfo | None = None,
+          hardware: HardwareInfo | None = None, target_ms: float = 10.0, max_reps: int = 50,
           on_progress: Callable[[str, int, int], None] | None = None) -> list[Path]:
     """Measure every valid config of `kernel_name` for each shape; returns the dataset paths."""
     from . import kernels
@@ -140,7 +140,8 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
             todo = [c for c in configs if space.key(c) not in seen]
             if todo:
                 compiler = Compiler(compile_workers)
-                ev = LiveEvaluator(spec, problem, compiler=compiler, worker=worker, seed=seed)
+                ev = LiveEvaluator(spec, problem, compiler=compiler, worker=worker, seed=seed,
+                                   target_ms=target_ms, max_reps=max_reps)
                 try:
                     comps = compiler.compile(spec.name, todo, problem)
                 finally:

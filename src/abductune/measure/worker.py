@@ -85,8 +85,19 @@ def compile_task(kernel_name: str, config: dict, problem_dict: dict) -> dict[str
         if k is not None:
             k._init_handles()  # loads the module: raises OutOfResources if it cannot fit
             res.update(registers=int(getattr(k, "n_regs", 0) or 0),
-                       spills=int(getattr(k, "n_spills", 0) or 0),
                        smem_bytes=int(getattr(k.metadata, "shared", 0) or 0))
+            # spills as the static evaluator reports them (ptxas spill-store bytes), not
+            # Triton's n_spills (local memory / 4), so live and static facts agree
+            try:
+                from .static import run_ptxas
+
+                cap = torch.cuda.get_device_capability()
+                facts = run_ptxas(k.asm["ptx"], cap[0] * 10 + cap[1], timeout_s=60)
+                res["spills"] = facts.get("spill_stores")
+                res["stack_bytes"] = facts.get("stack_bytes")
+            except Exception as e:  # noqa: BLE001 - facts are optional
+                res["spills"] = None
+                res["ptxas_error"] = str(e)[-300:]
         return res
     except Exception as e:  # noqa: BLE001 - every failure becomes a measurement
         status, _ = classify_error(e)
