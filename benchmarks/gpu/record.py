@@ -27,6 +27,8 @@ def main() -> None:
     ap.add_argument("--shapes", default="suite", help="'suite' or 'first:N'")
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--noise", default="", help="comma-separated matmul_fp16 shape names for the noise study")
+    ap.add_argument("--noise-out", default="noise.json")
     args = ap.parse_args()
     t_start = time.time()
 
@@ -79,6 +81,19 @@ def main() -> None:
             print(f"{name}: stopped at the deadline (resumable)", flush=True)
             break
     from abductune.datasets.format import read_dataset
+
+    if args.noise:
+        from abductune.sweep import noise_study
+
+        paths = [Path(args.out) / "matmul_fp16" / f"{n}.jsonl.gz" for n in args.noise.split(",")]
+        rows = noise_study("matmul_fp16", [p for p in paths if p.exists()])
+        Path(args.noise_out).write_text(json.dumps(rows, indent=1))
+        for grp in ("top", "random"):
+            sp = sorted(r["spread"] for r in rows if r["group"] == grp)
+            vs = sorted(r["vs_sweep"] for r in rows if r["group"] == grp)
+            if sp:
+                print(f"noise {grp}: spread median {sp[len(sp)//2]:.3f} max {sp[-1]:.3f}; "
+                      f"re-measured/sweep median {vs[len(vs)//2]:.3f} range {vs[0]:.3f}-{vs[-1]:.3f}")
 
     print(f"{'dataset':40} {'configs':>7} {'ok':>5} {'best ms':>9} {'torch ms':>9} {'best cfg'}")
     for p in sorted(Path(args.out).rglob("*.jsonl.gz")):

@@ -1,0 +1,321 @@
+"""What kind of kernel a problem is, in the terms the heuristics and the observed database use.
+
+`classify(problem, space)` answers with a `Classification`:
+
+- `kernel_class`: the problem's own class when it names one, else inferred from its dims
+  (M/N/K -> matmul, rows/cols -> row_reduction, numel -> elementwise, seq/head_dim ->
+  attention), from the space's roles (tile:M + tile:N + tile:K -> matmul, tile:R ->
+  row_reduction) or from the kernel name; "other" when nothing tells.
+- `variant`: finer kinds inside a class. Quantized matmuls are told apart by their element
+  types and packing: "int4" (int4/uint4 elements, or 8 packed per 32-bit word, 2 per byte),
+  "fp4" (fp4/e2m1/mxfp4/nvfp4, or 4-bit packing with an e8m0/ue8m0/fp8 scale), "int16"
+  (16-bit packing: two values per 32-bit word), "int8", "fp8". Matmuls with an expert dim
+  (E) are "moe".
+- `dims`: the dims under canonical names (M, N, K / rows, cols / numel / batch, heads, seq,
+  head_dim), whatever the problem calls them.
+- `dtype_family`: "fp16" (fp16, bf16), "fp32" (fp32, tf32), "fp64", "fp8", "int8", "int4",
+  "fp4", "int16", or "any" when the problem names no dtype (public Kernel Tuner data).
+- `bucket`: the shape bucket: every canonical dim rounded up to a power of 2**granularity
+  (granularity 2: 1, 4, 16, 64, 256, 1024, 4096, ...), "K=4096,M=64,N=4096".
+- `fallback`: the per-class category used when no bucket rule matches:
+  matmul small_m / small_n / small_k / rect / balanced; rows short / narrow / wide / square;
+  elementwise tiny / mid / huge; attention small_head / short_seq / long_seq / mid_seq; every
+  other class (or a class whose dims are not known) "all".
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..problem import Problem
+from ..space import Space
+
+# ------------------------------------------------------------------------ thresholds
+# Fallback categories. Matmul: M <= 64 is decode (one M tile); N <= 256 or K <= 512 leaves
+# one or two tiles along that axis; a ratio >= 8 between M and N is the skinny regime.
+SMALL_M = 64
+SMALL_N = 256
+SMALL_K = 512
+RECT_RATIO = 8
+# Rows: fewer rows than about an SM count cannot fill the GPU (short); rows up to 1024
+# elements fit one small block (narrow); from 16384 they are walked in many chunks (wide).
+SHORT_ROWS = 128
+NARROW_COLS = 1024
+WIDE_COLS = 16384
+# Elementwise: up to 2^20 elements the launch and tail dominate (tiny); from 2^26 the
+# kernel runs many waves at full bandwidth (huge).
+TINY_NUMEL = 1 << 20
+HUGE_NUMEL = 1 << 26
+# Attention: head dims under 64 (small_head), sequences up to 512 (short) or from 8192 (long).
+SMALL_HEAD = 64
+SHORT_SEQ = 512
+LONG_SEQ = 8192
+
+FALLBACKS: dict[str, tuple[str, ...]] = {
+    "matmul": ("small_m", "small_n", "small_k", "rect", "balanced"),
+    "quantized_matmul": ("small_m", "small_n", "small_k", "rect", "balanced"),
+    "row_reduction": ("short", "narrow", "wide", "square"),
+    "elementwise": ("tiny", "mid", "huge"),
+    "attention": ("small_head", "short_seq", "long_seq", "mid_seq"),
+}
+
+# canonical dim -> accepted spellings (compared lower-case, without underscores)
+_ALIASES: dict[str, dict[str, tuple[str, ...]]] = {
+    "matmul": {"M": ("m", "batch", "bs", "tokens", "numtokens"), "N": ("n",), "K": ("k",),
+               "E": ("e", "experts", "numexperts")},
+    "row_reduction": {"rows": ("rows", "nrows", "m", "numrows", "batch", "tokens"),
+                      "cols": ("cols", "ncols", "n", "numcols", "hidden", "hiddensize", "d")},
+    "elementwise": {"numel": ("numel", "n", "size", "nelements", "x")},
+    "attention": {"batch": ("batch", "b", "z", "bs"), "heads": ("heads", "h", "nheads", "numheads"),
+                  "seq": ("seq", "seqlen", "nctx", "s", "n", "ctx", "seqq"),
+                  "head_dim": ("headdim", "d", "dhead", "dim", "hd")},
+}
+_ALIASES["quantized_matmul"] = _ALIASES["matmul"]
+
+# dtype name (lower-case) -> family
+_FAMILIES: list[tuple[str, str]] = [
+    (r"^(fp16|f16|float16|half|bf16|bfloat16)$", "fp16"),
+    (r"^(fp32|f32|float32|float|tf32)$", "fp32"),
+    (r"^(fp64|f64|float64|double)$", "fp64"),
+    (r"(fp4|e2m1|mxfp4|nvfp4)", "fp4"),
+    (r"(fp8|e4m3|e5m2|float8)", "fp8"),
+    (r"^(u?int4|[su]4|i4|w4.*)$", "int4"),
+    (r"^(u?int8|[su]8|i8)$", "int8"),
+    (r"^(u?int16|i16)$", "int16"),
+    (r"^(u?int32|i32)$", "int32"),
+]
+_CONTAINER_BITS = {"int32": 32, "uint32": 32, "i32": 32, "int8": 8, "uint8": 8, "i8": 8,
+                   "int16": 16, "uint16": 16, "i16": 16, "int64": 64, "uint64": 64}
+_PACK_DIMS = ("pack", "packing", "pack_factor", "packfactor", "elems_per_int", "per_word")
+
+
+def dtype_family(dtype: str | None) -> str:
+    if not dtype:
+        return "any"
+    d = str(dtype).lower().replace("torch.", "")
+    for pat, fam in _FAMILIES:
+        if re.search(pat, d):
+            return fam
+    return d
+
+
+def next_pow2(v: int | float) -> int:
+    v = int(math.ceil(v))
+    return 1 if v <= 1 else 1 << (v - 1).bit_length()
+
+
+def bucket_value(v: int, granularity: int = 2) -> int:
+    """`v` rounded up to a power of 2**granularity (granularity 1: the next power of two)."""
+    if v < 1:
+        return int(v)
+    g = max(1, int(granularity))
+    e = (int(v) - 1).bit_length()  # log2 of the next power of two
+    return 1 << (-(-e // g) * g)
+
+
+def bucket_of(dims: Mapping[str, int], granularity: int = 2) -> str:
+    return ",".join(f"{k}={bucket_value(v, granularity)}" for k, v in sorted(dims.items()))
+
+
+@dataclass(frozen=True)
+class Classification:
+    kernel_class: str
+    variant: str = ""
+    dims: dict[str, int] = field(default_factory=dict)  # canonical names
+    dtype_family: str = "any"
+    fallback: str = "all"
+    granularity: int = 2
+
+    @property
+    def bucket(self) -> str:
+        return bucket_of(self.dims, self.granularity)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kernel_class": self.kernel_class, "variant": self.variant, "dims": dict(self.dims),
+                "dtype_family": self.dtype_family, "bucket": self.bucket, "fallback": self.fallback}
+
+
+# ------------------------------------------------------------------------ inference
+
+def _norm(name: str) -> str:
+    return name.lower().replace("_", "")
+
+
+def canonical_dims(kernel_class: str, dims: Mapping[str, int]) -> dict[str, int]:
+    """The dims under the class's canonical names; dims the class does not name keep theirs.
+    A class whose canonical dims are not all found keeps the problem's dims as they are."""
+    aliases = _ALIASES.get(kernel_class)
+    if not aliases:
+        return {k: int(v) for k, v in dims.items()}
+    by_norm = {_norm(k): k for k in dims}
+    out: dict[str, int] = {}
+    used: set[str] = set()
+    for canon, names in aliases.items():
+        for n in (_norm(canon), *names):
+            k = by_norm.get(n)
+            if k is not None and k not in used:
+                out[canon] = int(dims[k])
+                used.add(k)
+                break
+    required = {"matmul": ("M", "N", "K"), "quantized_matmul": ("M", "N", "K"),
+                "row_reduction": ("rows", "cols"), "elementwise": ("numel",),
+                "attention": ("seq", "head_dim")}[kernel_class]
+    if not all(r in out for r in required):
+        if kernel_class == "matmul" and all(r in out for r in ("M", "N")) and "E" in out:
+            pass  # a MoE config keyed by tokens, N and experts (K unknown) is still a matmul
+        else:
+            return {k: int(v) for k, v in dims.items()}
+    for k, v in dims.items():  # extra dims (e.g. a packing factor) ride along
+        if k not in used and _norm(k) not in _PACK_DIMS:
+            out.setdefault(k, int(v))
+    return out
+
+
+def has_canonical_dims(kernel_class: str, dims: Mapping[str, int]) -> bool:
+    need = {"matmul": ("M", "N"), "quantized_matmul": ("M", "N"), "row_reduction": ("rows", "cols"),
+            "elementwise": ("numel",), "attention": ("seq", "head_dim")}.get(kernel_class)
+    return bool(need) and all(n in dims for n in need)
+
+
+def infer_kernel_class(problem: Problem, space: Space | None = None) -> str:
+    """The problem's class if it names one, else from dims, dtypes, space roles and name."""
+    if problem.kernel_class and problem.kernel_class != "other":
+        return problem.kernel_class
+    names = {_norm(k) for k in problem.dims}
+    roles = set(space.roles()) if space is not None else set()
+    quant = bool(_quant_variant(problem))
+    if {"m", "n", "k"} <= names or {"tile:M", "tile:N", "tile:K"} <= roles or \
+            ({"m", "n"} <= names and names & {"e", "experts", "numexperts"}):
+        return "quantized_matmul" if quant else "matmul"
+    if names & {"seq", "seqlen", "nctx", "seqq"} and names & {"headdim", "dhead", "d"}:
+        return "attention"
+    if {"rows", "cols"} <= names or "tile:R" in roles:
+        return "row_reduction"
+    if names == {"numel"}:
+        return "elementwise"
+    try:
+        from ..datasets.kernel_tuner import guess_kernel_class
+        guess = guess_kernel_class(problem.kernel)
+    except Exception:  # noqa: BLE001 - a best effort
+        guess = "other"
+    if guess == "matmul" and quant:
+        return "quantized_matmul"
+    return guess
+
+
+def _quant_variant(problem: Problem) -> str:
+    """int4 / fp4 / int16 / int8 / fp8 from element types and packing; "" when none."""
+    dts = {k.lower(): str(v).lower() for k, v in problem.dtypes.items()}
+    fams = {k: dtype_family(v) for k, v in dts.items()}
+    hint = " ".join([problem.kernel.lower(), *dts.values()])
+    scale_fams = {fams[k] for k in fams if "scale" in k}
+    scale_e8m0 = any(re.search(r"e8m0", dts[k]) for k in dts if "scale" in k)
+    # declared narrow element types
+    vals = set(fams.values())
+    if "fp4" in vals or re.search(r"fp4|e2m1|nvfp4|mxfp4", hint):
+        return "fp4"
+    if "int4" in vals or re.search(r"(^|[^a-z0-9])(w4a\d+|int4|awq|gptq)", hint):
+        return "int4"
+    # packed containers: element bits = container bits / pack factor
+    pack = next((int(v) for k, v in problem.dims.items() if _norm(k) in _PACK_DIMS and int(v) > 1), 0)
+    if pack:
+        container = next((_CONTAINER_BITS[dts[k]] for k in dts
+                          if dts[k] in _CONTAINER_BITS and "scale" not in k and "zero" not in k
+                          and fams[k] in ("int32", "int8", "int16")), 32)
+        bits = container // pack
+        if bits == 4:
+            return "fp4" if (scale_e8m0 or "fp8" in scale_fams) else "int4"
+        if bits == 16:
+            return "int16"
+        if bits == 8:
+            return "int8"
+    if "int16" in vals or re.search(r"w16a|int16", hint):
+        return "int16"
+    weight_like = {fams[k] for k in fams if not re.search(r"^(a|x|c|out|y|acc)$|scale|zero", k)}
+    if "fp8" in weight_like:
+        return "fp8"
+    if "int8" in weight_like:
+        return "int8"
+    return ""
+
+
+def classify(problem: Problem, space: Space | None = None, granularity: int = 2) -> Classification:
+    kclass = infer_kernel_class(problem, space)
+    dims = canonical_dims(kclass, problem.dims)
+    variant = ""
+    if kclass in ("matmul", "quantized_matmul"):
+        q = _quant_variant(problem)
+        if q and kclass == "matmul" and q in ("int4", "fp4", "int16"):
+            kclass = "quantized_matmul"
+        if kclass == "quantized_matmul":
+            variant = q or "int8"
+        elif "E" in dims:
+            variant = "moe"
+    fam = variant if kclass == "quantized_matmul" else dtype_family(problem.dtype if problem.dtypes else None)
+    return Classification(kclass, variant, dims, fam, fallback_category(kclass, dims), granularity)
+
+
+def fallback_category(kernel_class: str, dims: Mapping[str, int]) -> str:
+    """The per-class fallback category (see the module docstring); "all" when unknown."""
+    if kernel_class in ("matmul", "quantized_matmul") and "M" in dims and "N" in dims:
+        m, n, k = dims["M"], dims["N"], dims.get("K")
+        if m <= SMALL_M:
+            return "small_m"
+        if n <= SMALL_N:
+            return "small_n"
+        if k is not None and k <= SMALL_K:
+            return "small_k"
+        if max(m, n) >= RECT_RATIO * min(m, n):
+            return "rect"
+        return "balanced"
+    if kernel_class == "row_reduction" and "rows" in dims and "cols" in dims:
+        rows, cols = dims["rows"], dims["cols"]
+        if rows < SHORT_ROWS:
+            return "short"
+        if cols <= NARROW_COLS:
+            return "narrow"
+        if cols >= WIDE_COLS:
+            return "wide"
+        return "square"
+    if kernel_class == "elementwise" and "numel" in dims:
+        n = dims["numel"]
+        return "tiny" if n <= TINY_NUMEL else ("huge" if n >= HUGE_NUMEL else "mid")
+    if kernel_class == "attention" and "seq" in dims:
+        if dims.get("head_dim", SMALL_HEAD) < SMALL_HEAD:
+            return "small_head"
+        s = dims["seq"]
+        return "short_seq" if s <= SHORT_SEQ else ("long_seq" if s >= LONG_SEQ else "mid_seq")
+    return "all"
+
+
+# ------------------------------------------------------------------------ roles and dims
+
+def tile_dim(role: str | None, cls: Classification) -> int | None:
+    """The problem dim a tile parameter of `role` covers, None when not known.
+    tile:M/N/K -> M/N/K; rows: tile:R -> cols, tile:X -> rows; elementwise: tile / tile:X
+    -> numel; otherwise tile:D -> the dim named D (case-insensitive) if there is one."""
+    if not role or not (role == "tile" or role.startswith("tile:")):
+        return None
+    axis = role.split(":", 1)[1] if ":" in role else ""
+    d = cls.dims
+    if cls.kernel_class == "row_reduction" and "cols" in d:
+        if axis in ("R", "N", ""):
+            return d["cols"]
+        if axis in ("X", "M"):
+            return d.get("rows")
+        return None
+    if cls.kernel_class == "elementwise" and "numel" in d:
+        return d["numel"] if axis in ("", "X") else None
+    if cls.kernel_class == "attention":
+        if axis in ("M", "N"):
+            return d.get("seq")
+        if axis in ("D", "K"):
+            return d.get("head_dim")
+    if not axis:
+        return None
+    for k, v in d.items():
+        if k.upper() == axis.upper():
+            return int(v)
+    return None
