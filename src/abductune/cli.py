@@ -203,8 +203,10 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
               help="Comma-separated built-in kernels (see `abductune kernels`).")
 @click.option("--shapes", default=None, help="e.g. 'M=16,N=4096,K=4096;M=512,N=4096,K=4096' "
               "(default: every recorded shape in replay, the suite's shapes live).")
-@click.option("--strategy", default="coordesc", show_default=True)
-@click.option("--budget", type=int, default=64, show_default=True, help="Evaluations per shape.")
+@click.option("--strategy", default="pattern", show_default=True)
+@click.option("--budget", type=int, default=32, show_default=True,
+              help="Evaluations per shape (seeds included).")
+@click.option("--no-heuristics", is_flag=True, help="Start without seed configs from heuristics.")
 @click.option("--seconds", type=float, default=None, help="Seconds per shape (compile + benchmark).")
 @click.option("--mode", type=click.Choice(["auto", "live", "replay"]), default="auto", show_default=True,
               help="live needs a GPU; auto replays bundled H100 measurements when there is none.")
@@ -213,7 +215,8 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
               "live runs record every measurement there and resume from it.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
 def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, seconds: float | None,
-             mode: str, seed: int, store_path: str | None, json_out: str | None) -> None:
+             no_heuristics: bool, mode: str, seed: int, store_path: str | None,
+             json_out: str | None) -> None:
     """Tune built-in kernels: live on a GPU, else by replaying bundled H100 measurements."""
     from .search import Budget
     from .tune import gpu_available, tune_one
@@ -239,7 +242,7 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, s
         for k, d in jobs:
             bar.update(task, description=f"{k} {d}")
             outcomes.append(tune_one(k, d, strategy=strategy, budget=Budget(budget, seconds), seed=seed,
-                                     mode=mode, store=store))
+                                     mode=mode, store=store, heuristics=not no_heuristics))
             bar.advance(task)
     if store is not None:
         store.close()
@@ -306,6 +309,15 @@ def sweep_cmd(kernel: str, shapes: str | None, out_dir: str, workers: int | None
         paths = sweep(kernel, shape_list, out_dir, compile_workers=workers, limit=limit, on_progress=progress)
     for p in paths:
         console.print(f"wrote {p}")
+
+
+def _register_harvest() -> None:
+    from .harvest import harvest_cmd
+
+    main.add_command(harvest_cmd)
+
+
+_register_harvest()
 
 
 if __name__ == "__main__":  # pragma: no cover

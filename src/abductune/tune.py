@@ -38,6 +38,7 @@ class TuneOutcome:
     torch_ms: float | None = None
     optimum_ms: float | None = None  # known in replay (exhaustive data)
     history: list[Measurement] = field(default_factory=list)
+    heuristics: list[dict] = field(default_factory=list)  # which seed heuristics fired
 
     def to_dict(self) -> dict[str, Any]:
         t = lambda m: m.time_ms if m is not None and m.ok else None  # noqa: E731
@@ -45,7 +46,8 @@ class TuneOutcome:
                 "winner": self.winner.config if self.winner else None, "winner_ms": t(self.winner),
                 "evaluations": self.evaluations, "seconds": self.seconds, "wall_s": self.wall_s,
                 "fixed_best_ms": t(self.fixed_best), "fixed_best": self.fixed_best.config if self.fixed_best else None,
-                "default_ms": t(self.default), "torch_ms": self.torch_ms, "optimum_ms": self.optimum_ms}
+                "default_ms": t(self.default), "torch_ms": self.torch_ms, "optimum_ms": self.optimum_ms,
+                "heuristics": self.heuristics}
 
 
 def _best(ms: list[Measurement]) -> Measurement | None:
@@ -53,8 +55,24 @@ def _best(ms: list[Measurement]) -> Measurement | None:
     return min(ok, key=lambda m: m.objective) if ok else None
 
 
-def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "coordesc", budget: Budget | None = None,
-             seed: int = 0, mode: str = "auto", seeds: list[dict] | None = None, store: Any = None,
+def _seeds(problem: Any, space: Any, default_cfg: dict, extra: list[dict] | None,
+           heuristics: bool, database: Any) -> tuple[list[dict], list[dict]]:
+    """Seed configs (given ones first, then the observed database and the heuristics) and
+    the record of which heuristics fired."""
+    seeds = list(extra or [])
+    fired: list[dict] = []
+    if heuristics:
+        from .heuristics import seed_configs
+
+        rep = seed_configs(problem, space, problem.hardware, database=database, base=default_cfg)
+        seeds += rep.configs
+        fired = rep.fired
+    return seeds, fired
+
+
+def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "pattern", budget: Budget | None = None,
+             seed: int = 0, mode: str = "auto", seeds: list[dict] | None = None, heuristics: bool = True,
+             database: Any = None, store: Any = None,
              compile_workers: int | None = None,
              on_batch: Callable[[list[Measurement]], None] | None = None) -> TuneOutcome:
     """Tune one (kernel, shape). mode: 'live', 'replay' or 'auto' (live when a GPU is present)."""
@@ -77,12 +95,13 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "coordesc", b
         space = ev.space
         fixed = ds.meta.get("fixed_configs") or []
         default_cfg = ds.meta.get("default_config") or space.default()
-        res = run(make_strategy(strategy, seed=seed), ev, budget, seeds=seeds or [], on_batch=on_batch)
+        all_seeds, fired = _seeds(ds.problem, space, default_cfg, seeds, heuristics, database)
+        res = run(make_strategy(strategy, seed=seed), ev, budget, seeds=all_seeds, on_batch=on_batch)
         lookup = ReplayEvaluator(ds)  # separate clock: the reference rows cost the tune nothing
         return TuneOutcome(kernel, dims, mode, strategy, res.best, res.evaluations, res.seconds,
                            time.perf_counter() - t0, _best(lookup.evaluate(fixed)),
                            lookup.evaluate([default_cfg])[0], ds.baselines.get("torch_ms"),
-                           ds.optimum().time_ms, res.history)
+                           ds.optimum().time_ms, res.history, fired)
 
     from .measure.live import LiveEvaluator
     from .sweep import local_hardware, toolchain
@@ -104,19 +123,28 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "coordesc", b
         if on_batch:
             on_batch(ms)
 
+    all_seeds, fired = _seeds(problem, ev.space, spec.default_config(), seeds, heuristics, database)
+    run_id = store.start_run(ctx, strategy, {"budget": [budget.evaluations, budget.seconds], "seed": seed},
+                             heuristics=fired) if store is not None else None
     try:
-        res = run(make_strategy(strategy, seed=seed), ev, budget, seeds=seeds or [], memo=memo,
+        res = run(make_strategy(strategy, seed=seed), ev, budget, seeds=all_seeds, memo=memo,
                   on_batch=record)
         ranked = ev.refine(res.history)
         winner = ranked[0] if ranked else res.best
         fixed = _best(ev.evaluate(spec.fixed_configs()))
         default = ev.evaluate([spec.default_config()])[0]
         torch_m = ev.baseline()
+        if run_id is not None:
+            store.finish_run(run_id, "done")
+    except BaseException:
+        if run_id is not None:
+            store.finish_run(run_id, "interrupted")
+        raise
     finally:
         ev.close()
     return TuneOutcome(kernel, dims, mode, strategy, winner, res.evaluations, res.seconds,
                        time.perf_counter() - t0, fixed, default, torch_m.time_ms if torch_m.ok else None,
-                       None, res.history)
+                       None, res.history, fired)
 
 
 def toolchain_key() -> str:

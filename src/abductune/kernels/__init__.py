@@ -28,6 +28,14 @@ def names() -> list[str]:
 
 def get(name: str) -> "KernelSpec":
     """The built-in kernel called `name` (one instance per process)."""
+    if name not in _CACHE and ":" in name:  # "package.module:Class", a user's own KernelSpec
+        mod_name, _, cls_name = name.partition(":")
+        try:
+            spec = getattr(importlib.import_module(mod_name), cls_name)()
+        except (ImportError, AttributeError) as e:
+            raise AbductuneError(f"cannot load kernel {name!r}: {e}") from None
+        spec.name = name  # worker processes find it again by this name
+        _CACHE[name] = spec
     if name not in _CACHE:
         try:
             module, cls, dtype = _REGISTRY[name]

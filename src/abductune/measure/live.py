@@ -127,6 +127,7 @@ class Compiler:
                 on_done: Callable[[int, dict], None] | None = None) -> list[dict]:
         from .worker import compile_task
 
+        self._fit_workers(problem)
         pool = self._get_pool()
         pd = problem.to_dict()
         futs = {pool.submit(compile_task, kernel_name, dict(c), pd): i for i, c in enumerate(configs)}
@@ -150,6 +151,22 @@ class Compiler:
                 results[i] = {"status": "timeout", "error": f"compile took over {self.timeout_s:.0f} s",
                               "compile_s": self.timeout_s}
         return results  # type: ignore[return-value]
+
+    def _fit_workers(self, problem: Problem) -> None:
+        """Each compile worker holds one copy of the problem's buffers on the GPU: use no more
+        workers than half the free memory holds (a 4 GB softmax x 16 workers ran out)."""
+        try:
+            import torch
+
+            free, _ = torch.cuda.mem_get_info()
+        except Exception:  # noqa: BLE001 - no GPU visible here: keep the configured count
+            return
+        need = max(problem.min_bytes, 1.0) * 1.25 + 600e6  # buffers + a CUDA context
+        fit = max(1, int(0.5 * free // need))
+        if fit < self.workers:
+            log.info("compiling with %d workers (GPU memory), not %d", fit, self.workers)
+            self.shutdown()
+            self.workers = fit
 
     def shutdown(self, kill: bool = False) -> None:
         if self._pool is None:
