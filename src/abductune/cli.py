@@ -15,7 +15,8 @@ from rich.table import Table
 
 from .errors import AbductuneError
 
-console = Console(stderr=False)
+# wide enough for the result tables when output goes to a file or a pipe (rich assumes 80)
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 180)
 err_console = Console(stderr=True)
 
 
@@ -199,7 +200,8 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
 
 
 @main.command(name="tune")
-@click.option("--kernel", "kernel_list", default="matmul_fp16", show_default=True,
+@click.option("--kernel", "kernel_list", default="matmul_fp16,softmax_fp16,rmsnorm_fp16,gelu_mul_fp16",
+              show_default=True,
               help="Comma-separated built-in kernels (see `abductune kernels`).")
 @click.option("--shapes", default=None, help="e.g. 'M=16,N=4096,K=4096;M=512,N=4096,K=4096' "
               "(default: every recorded shape in replay, the suite's shapes live).")
@@ -268,8 +270,8 @@ def _print_outcomes(outcomes: list[Any], mode: str) -> None:
     for o in outcomes:
         d = o.to_dict()
         w = o.winner
-        cfg = ",".join(f"{v}" for v in w.config.values()) if w else "-"
-        row = [o.kernel, ",".join(f"{k}={v}" for k, v in o.dims.items()), cfg, _fmt_ms(d["winner_ms"]),
+        cfg = "/".join(f"{v}" for v in w.config.values()) if w else "-"
+        row = [o.kernel, "×".join(str(v) for v in o.dims.values()), cfg, _fmt_ms(d["winner_ms"]),
                _fmt_ms(d["fixed_best_ms"]), _fmt_ms(d["default_ms"]), _fmt_ms(d["torch_ms"])]
         if mode == "replay":
             row.append(_fmt_ms(d["optimum_ms"]))
