@@ -47,31 +47,15 @@ def main(verbose: bool) -> None:
 
 
 def _expand_datasets(items: tuple[str, ...]) -> list[Path]:
-    from .datasets.public import list_public_datasets, public_data_dir
+    from .datasets.public import public_data_dir
+    from .harvest import expand_dataset_args
 
-    paths: list[Path] = []
-    for item in items:
-        if item == "public":
-            if public_data_dir() is None:
-                raise AbductuneError("the public datasets folder was not found: put shared/datasets/"
-                                     "public beside the repository or set ABDUCTUNE_PUBLIC_DATA")
-            paths.extend(list_public_datasets())
-        elif item == "bundled":
-            from .datasets.bundled import bundled_datasets
-            paths.extend(bundled_datasets())
-        else:
-            p = Path(item)
-            if p.is_dir():
-                found = sorted(q for q in p.rglob("*") if q.is_file() and
-                               q.name.endswith((".json", ".json.gz", ".jsonl", ".jsonl.gz")))
-                if not found:
-                    raise AbductuneError(f"no dataset files under {p}")
-                paths.extend(found)
-            elif p.exists():
-                paths.append(p)
-            else:
-                raise AbductuneError(f"dataset {item} does not exist (give a file, a folder, "
-                                     "'public' or 'bundled')")
+    if "public" in items and public_data_dir() is None:
+        raise AbductuneError("the public datasets folder was not found: put shared/datasets/"
+                             "public beside the repository or set ABDUCTUNE_PUBLIC_DATA")
+    paths = expand_dataset_args(items)
+    if not paths:
+        raise AbductuneError(f"no dataset files in {', '.join(items)}")
     return paths
 
 
