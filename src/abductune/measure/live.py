@@ -58,7 +58,14 @@ class BenchWorker:
         if not parent.poll(self.start_timeout):
             self.kill()
             raise AbductuneError("the benchmark worker did not start (no GPU, or CUDA hangs?)")
-        hello = parent.recv()
+        try:
+            hello = parent.recv()
+        except EOFError:
+            code = self.proc.exitcode
+            self.kill()
+            raise AbductuneError(f"the benchmark worker exited while starting (exit code {code}); "
+                                 "a script that starts workers needs an `if __name__ == '__main__':` "
+                                 "guard") from None
         if not hello.get("ready"):
             self.kill()
             raise AbductuneError(f"the benchmark worker failed to start: {hello.get('error')}")
@@ -68,7 +75,7 @@ class BenchWorker:
     def kill(self) -> None:
         if self.proc is not None and self.proc.is_alive():
             self.proc.kill()
-        if self.proc is not None:
+        if self.proc is not None and self.proc.pid is not None:
             self.proc.join(5)
         self.proc = None
 
