@@ -257,7 +257,7 @@ def test_kernel_tuner_synthetic_statuses_and_missing_fields(tmp_path):
     ds = import_kernel_tuner(p)
     by = {(m.config["BLOCK_M"], m.config["num_warps"], m.config["flag"]): m for m in ds.records}
     ok = by[(16, 4, "a")]
-    assert ok.status == "ok" and ok.time_ms == 1.5 and ok.samples_ms == [1.4, 1.6]
+    assert ok.status == "ok" and ok.time_ms == 1.5 and ok.samples_ms == (1.4, 1.6)
     assert ok.compile_s == pytest.approx(0.1) and ok.bench_s == pytest.approx(0.026)
     assert by[(32, 4, "a")].status == "compile_error" and by[(32, 4, "a")].compile_s == 0.3
     assert by[(64, 4, "a")].status == "runtime_error"
@@ -461,7 +461,7 @@ def test_t4_errors(tmp_path):
     p.write_text(json.dumps({"schema_version": "1.0.0", "metadata": {"timeunit": "seconds"},
                              "results": [good]}))
     ds = import_t4(p)
-    assert ds.records[0].time_ms == 1000.0 and ds.records[0].samples_ms == [1000.0]
+    assert ds.records[0].time_ms == 1000.0 and ds.records[0].samples_ms == (1000.0,)
 
 
 def test_load_any_reads_our_format(tmp_path):

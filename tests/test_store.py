@@ -1,4 +1,4 @@
-"""The SQLite measurement store: round trips, upsert policy, memo, best configs, run journal,
+"""The SQLite measurement store: round trips, append-only rows with ids and kinds, memo, best configs, run journal,
 theories, errors, and several processes writing (and being killed) at once."""
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ from abductune.problem import Problem
 from abductune.search.base import Budget, run
 from abductune.search.exhaustive import Exhaustive
 from abductune.space import Bool, Choice, IntRange, Pow2, Space
-from abductune.store import (ENV_VAR, SCHEMA_VERSION, Context, Store, config_key, default_path,
-                             shape_bucket)
+from abductune.store import ENV_VAR, SCHEMA_VERSION, Context, Store, config_key, default_path
 
 H100 = KNOWN_GPUS["H100-SXM"]
 
@@ -68,11 +67,22 @@ def full_measurement(cfg: dict) -> Measurement:
 
 # ----------------------------------------------------------------------------- basics
 
-def test_shape_bucket_rounds_up_to_powers_of_two():
-    assert shape_bucket({"M": 64, "N": 4096, "K": 4096}) == "K=4096,M=64,N=4096"
-    assert shape_bucket({"M": 33, "N": 4000, "K": 1}) == "K=1,M=64,N=4096"
-    assert shape_bucket({"N": 4097, "M": 65}) == "M=128,N=8192"
-    assert shape_bucket({}) == ""
+def bare(m: Measurement) -> Measurement:
+    """A stored row without what the store added (id, run id), to compare with what went in."""
+    return m.replace(id=None, run_id=None)
+
+
+def test_classification_is_stored_as_columns(store: Store, space: Space):
+    cfg = space.valid_configs()[0]
+    for M, dtype, hw in ((16, "fp16", H100), (4096, "fp16", H100), (32, "fp32", H100),
+                         (8, "bf16", KNOWN_GPUS["A100-SXM"])):
+        store.put(Context.of(make_problem(M=M, dtype=dtype, hw=hw), space), Measurement(dict(cfg), time_ms=1.0))
+    # "every skinny-M fp16 matmul on an H100" is one query on plain columns
+    rows = store.execute("SELECT json_extract(dims, '$.M') FROM contexts WHERE kernel_class = 'matmul' AND "
+                         "fallback = 'small_m' AND dtype_family = 'fp16' AND hardware LIKE 'H100%'")
+    assert rows == [(16,)]
+    assert [b.context.dims["M"] for b in store.best_configs(kernel_class="matmul", fallback="small_m",
+                                                            dtype_family="fp16", hardware="H100")] == [16]
 
 
 def test_context_of_problem(space: Space):
@@ -104,9 +114,11 @@ def test_round_trip_all_fields_including_failures(tmp_path: Path, ctx: Context, 
     with Store(path) as s:  # reopened: everything came from the file
         for m in (ok, fail, timeout):
             got = s.get(ctx, m.config)
-            assert got == m, (got, m)
+            assert bare(got) == m, (got, m)
+            assert got.id is not None and got.kind == "search"
         assert s.get(ctx, cfgs[3]) is None
-        assert s.measurements(ctx) == [ok, fail, timeout]
+        assert [bare(m) for m in s.measurements(ctx)] == [ok, fail, timeout]
+        assert [m.id for m in s.measurements(ctx)] == sorted(m.id for m in s.measurements(ctx))
         assert s.get(ctx, ok.config).extra["inf"] == math.inf
         assert s.get(ctx, ok.config).spread == ok.spread
         other = Context.of(make_problem(M=128), space)
@@ -123,34 +135,33 @@ def test_config_key_independent_of_order_and_tuples_survive(store: Store, ctx: C
     assert isinstance(got.config["shape"], tuple)
 
 
-def test_upsert_latest_replaces(store: Store, ctx: Context, space: Space):
+def test_rows_are_appended_never_overwritten(store: Store, ctx: Context, space: Space):
     cfg = space.valid_configs()[0]
-    store.put(ctx, Measurement(dict(cfg), samples_ms=[1.0, 1.1]))
-    store.put(ctx, Measurement(dict(cfg), samples_ms=[2.0, 2.2], extra={"rerun": 1}))
+    a = store.put(ctx, Measurement(dict(cfg), samples_ms=[1.0, 1.1]))
+    b = store.put(ctx, Measurement(dict(cfg), samples_ms=[2.0, 2.2], extra={"rerun": 1}), kind="remeasure",
+                  run_id=7)
+    c = store.put(ctx, Measurement(dict(cfg), "runtime_error", error="illegal address"), kind="verify")
+    assert a.id < b.id < c.id and (b.kind, b.run_id, c.kind) == ("remeasure", 7, "verify")
     ms = store.measurements(ctx)
-    assert len(ms) == 1 and ms[0].time_ms == pytest.approx(2.1) and ms[0].extra == {"rerun": 1}
-    store.put(ctx, Measurement(dict(cfg), "runtime_error", error="illegal address"))
-    assert store.get(ctx, cfg).status == "runtime_error"
-    assert store.stats()["measurements"] == 1
+    assert [m.id for m in ms] == [a.id, b.id, c.id] and ms[0].time_ms == pytest.approx(1.05)
+    assert store.get(ctx, cfg).status == "runtime_error"  # latest
+    assert store.get(ctx, cfg, which="best").time_ms == pytest.approx(1.05)  # fastest ok row
+    assert [m.id for m in store.latest(ctx)] == [c.id]
+    assert [m.kind for m in store.measurements(ctx, kinds=["remeasure"])] == ["remeasure"]
+    assert store.by_id([c.id, a.id]) == [c, a]
+    assert store.stats()["measurements"] == 3
+    with pytest.raises(StoreError, match="kind"):
+        store.put(ctx, Measurement(dict(cfg), time_ms=1.0), kind="guess")
+    with pytest.raises(StoreError, match="which"):
+        store.get(ctx, cfg, which="oldest")
 
 
-def test_upsert_keep_best(store: Store, ctx: Context, space: Space):
+def test_memo_answers_with_the_first_row_a_search_saw(store: Store, ctx: Context, space: Space):
     cfg = space.valid_configs()[0]
-    store.put(ctx, Measurement(dict(cfg), "timeout"), keep="best")
-    store.put(ctx, Measurement(dict(cfg), "compile_error", error="second"), keep="best")
-    assert store.get(ctx, cfg).error == "second"  # a failure replaces a failure
-    store.put(ctx, Measurement(dict(cfg), time_ms=2.0), keep="best")
-    assert store.get(ctx, cfg).time_ms == 2.0  # ok beats a failure
-    store.put(ctx, Measurement(dict(cfg), time_ms=3.0), keep="best")
-    assert store.get(ctx, cfg).time_ms == 2.0  # slower does not replace
-    store.put(ctx, Measurement(dict(cfg), "runtime_error"), keep="best")
-    assert store.get(ctx, cfg).time_ms == 2.0  # a failure never replaces an ok
-    store.put(ctx, Measurement(dict(cfg), time_ms=1.5), keep="best")
-    assert store.get(ctx, cfg).time_ms == 1.5
-    store.put(ctx, Measurement(dict(cfg), time_ms=9.0))  # default latest
-    assert store.get(ctx, cfg).time_ms == 9.0
-    with pytest.raises(StoreError, match="keep"):
-        store.put(ctx, Measurement(dict(cfg), time_ms=1.0), keep="oldest")
+    first = store.put(ctx, Measurement(dict(cfg), time_ms=2.0))
+    store.put(ctx, Measurement(dict(cfg), time_ms=1.0), kind="verify")  # a run-off is not an answer
+    store.put(ctx, Measurement(dict(cfg), time_ms=3.0), kind="remeasure")
+    assert store.memo(ctx, space)[space.key(cfg)] == first
 
 
 # ------------------------------------------------------------------ memo and resume
@@ -178,7 +189,7 @@ def test_memo_keys_match_space_key_and_resume_remeasures_nothing(store: Store, c
                                                                  space: Space):
     ev = CountingEvaluator(space)
     first = run(Exhaustive(), ev, Budget(evaluations=20), memo=store.memo(ctx, space),
-                on_batch=store.recorder(ctx))
+                on_batch=lambda ms: store.put_many(ctx, ms))
     assert first.evaluations == 20
     memo = store.memo(ctx, space)
     assert set(memo) == set(ev.asked) and len(memo) == 20
@@ -186,15 +197,17 @@ def test_memo_keys_match_space_key_and_resume_remeasures_nothing(store: Store, c
         assert k == space.key(m.config)
     # a resumed run answers the 20 from the store and measures only the rest
     ev2 = CountingEvaluator(space)
-    second = run(Exhaustive(), ev2, memo=memo, on_batch=store.recorder(ctx))
+    second = run(Exhaustive(), ev2, memo=memo, on_batch=lambda ms: store.put_many(ctx, ms))
     n = len(space.valid_configs())
     assert second.evaluations == n - 20 == len(ev2.asked)
     assert not set(ev2.asked) & set(ev.asked)
     assert len(store.memo(ctx, space)) == n
     assert store.best(ctx).objective == min(m.objective for m in store.measurements(ctx))
     # statuses can be left out of the memo so they get measured again
-    store.put(ctx, Measurement(dict(space.valid_configs()[0]), "timeout"))
-    assert len(store.memo(ctx, space, exclude_statuses=["timeout"])) == n - 1
+    other = Context.of(make_problem(M=128), space)
+    store.put(other, Measurement(dict(space.valid_configs()[0]), "timeout"))
+    assert len(store.memo(other, space)) == 1
+    assert len(store.memo(other, space, exclude_statuses=["timeout"])) == 0
 
 
 def test_best_ignores_failures(store: Store, ctx: Context, space: Space):

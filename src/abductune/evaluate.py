@@ -19,8 +19,9 @@ import numpy as np
 
 from .datasets.format import Dataset
 from .errors import AbductuneError
-from .measure.replay import ReplayEvaluator
-from .search import Budget, make_strategy, run
+from .measure.replay import NoiseModel, ReplayEvaluator
+from .search import Budget
+from .session import Session
 
 
 def expected_best_random(times: Sequence[float], n: int) -> float:
@@ -95,10 +96,14 @@ SeedFn = Callable[[Dataset], list[dict[str, Any]]]
 def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence[int], repeats: int,
                        seed: int = 0, seconds: float | None = None, seeds_fn: SeedFn | None = None,
                        curves: dict[str, list[list[float]]] | None = None,
-                       progress: Callable[[], None] | None = None) -> list[Cell]:
-    """Run each strategy `repeats` times. Strategies never see the budget (it only truncates),
-    so one run at the largest budget gives the best-so-far at every smaller budget; with a
-    seconds limit the runs are made per budget instead."""
+                       progress: Callable[[], None] | None = None,
+                       noise: NoiseModel | None = None) -> list[Cell]:
+    """Run each strategy `repeats` times, each run one Session on a private in-memory store.
+    Strategies never see the budget (it only truncates), so one run at the largest budget gives
+    the best-so-far at every smaller budget; with a seconds limit the runs are made per budget
+    instead. Each (dataset, strategy, repeat) gets its own seed, so datasets sharing a space
+    do not draw the same configs. With `noise`, a strategy sees noisy times but is scored on
+    the recorded (true) time of what it found."""
     opt = ds.optimum().time_ms
     assert opt is not None
     worst = max(m.time_ms for m in ds.ok_records())  # type: ignore[type-var]
@@ -111,12 +116,16 @@ def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence
         for r in range(repeats):
             runs = ([(max(budgets), None)] if seconds is None else [(b, b) for b in budgets])
             for run_budget, only in runs:
-                ev = ReplayEvaluator(ds)
-                res = run(make_strategy(name, seed=seed + r), ev, Budget(run_budget, seconds), seeds=seeds)
-                # best so far and clock after k evaluations
-                best, bests, clocks, clock = math.inf, [], [], 0.0
+                rseed = repeat_seed(ds.name, name, r, seed)
+                ev = ReplayEvaluator(ds, noise=noise, seed=rseed)
+                with Session(ev, strategy=name, seed=rseed, budget=Budget(run_budget, seconds),
+                             seeds=seeds, judge=noise is not None) as session:
+                    res = session.run()
+                # best so far (true time of the config that looked best) and clock after k evaluations
+                best, seen, bests, clocks, clock = math.inf, math.inf, [], [], 0.0
                 for m in res.history:
-                    best = min(best, m.objective)
+                    if m.objective < seen:
+                        seen, best = m.objective, ev.true_time(m.config)
                     clock += m.cost_s
                     bests.append(best)
                     clocks.append(clock)
@@ -135,6 +144,14 @@ def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence
             cells.append(Cell(ds.name, name, b, opt, bests_b, evals_b, secs_b,
                               expected_best_random(all_times, b)))
     return cells
+
+
+def repeat_seed(dataset: str, strategy: str, repeat: int, base: int = 0) -> int:
+    """A seed per (dataset, strategy, repeat), stable across runs and Python versions."""
+    import hashlib
+
+    h = hashlib.sha256(f"{dataset}|{strategy}|{repeat}|{base}".encode()).digest()
+    return int.from_bytes(h[:4], "little")
 
 
 def aggregate(cells: Sequence[Cell]) -> list[dict[str, Any]]:

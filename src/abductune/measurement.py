@@ -1,38 +1,77 @@
-"""A measurement: what happened when one config was compiled and run. Failures are data."""
+"""A measurement: what happened when one config was compiled and run. Failures are data.
+
+A `Measurement` is frozen: a re-measurement is a new record (kind "remeasure" or "verify"),
+never an edit of an old one, so evidence can cite what it saw by id.
+"""
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Mapping
 
-STATUSES = ("ok", "compile_error", "resource_error", "runtime_error", "timeout", "wrong_result",
-            "pruned")
+
+class Status(str, Enum):
+    """Why a config has (or has no) time. A `str` so `m.status == "ok"` reads naturally."""
+
+    OK = "ok"
+    COMPILE_ERROR = "compile_error"
+    RESOURCE_ERROR = "resource_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    WRONG_RESULT = "wrong_result"
+    PRUNED = "pruned"
+
+    def __str__(self) -> str:
+        return self.value
 
 
-@dataclass
+STATUSES = tuple(s.value for s in Status)
+
+# What a row of the store says about why it was measured.
+KINDS = ("search", "seed", "remeasure", "baseline", "verify", "import")
+
+
+@dataclass(frozen=True)
 class Measurement:
     config: dict[str, Any]
-    status: str = "ok"
+    status: Status = Status.OK
     time_ms: float | None = None  # median of samples
-    samples_ms: list[float] = field(default_factory=list)
+    samples_ms: tuple[float, ...] = ()
     compile_s: float = 0.0
     bench_s: float = 0.0
     registers: int | None = None
     spills: int | None = None
     smem_bytes: int | None = None
     error: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)  # achieved FLOP/s, bytes/s, fractions ...
+    extra: dict[str, Any] = field(default_factory=dict)  # anything untyped (rel_err, arch, ...)
+    # roofline: achieved fraction of the hardware's peak FLOP/s and bytes/s (Problem.roofline)
+    frac_peak_flops: float | None = None
+    frac_peak_bw: float | None = None
+    # provenance, set by the store: row id, run id, and why it was measured (KINDS)
+    id: int | None = None
+    run_id: int | None = None
+    kind: str = "search"
 
     def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown measurement status {self.status!r}; one of {STATUSES}")
-        if self.time_ms is None and self.samples_ms and self.status == "ok":
-            self.time_ms = statistics.median(self.samples_ms)
+        try:
+            status = Status(self.status)
+        except ValueError:
+            from .errors import AbductuneError
+
+            raise AbductuneError(f"unknown measurement status {self.status!r}; one of {STATUSES}") from None
+        set_ = object.__setattr__
+        set_(self, "status", status)
+        if not isinstance(self.samples_ms, tuple):
+            set_(self, "samples_ms", tuple(float(s) for s in self.samples_ms))
+        if self.time_ms is None and self.samples_ms and status is Status.OK:
+            set_(self, "time_ms", statistics.median(self.samples_ms))
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok" and self.time_ms is not None and math.isfinite(self.time_ms)
+        return self.status is Status.OK and self.time_ms is not None and math.isfinite(self.time_ms)
 
     @property
     def objective(self) -> float:
@@ -51,9 +90,12 @@ class Measurement:
             return None
         return (max(self.samples_ms) - min(self.samples_ms)) / self.time_ms
 
+    def replace(self, **changes: Any) -> "Measurement":
+        return dataclasses.replace(self, **changes)
+
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"config": self.config, "status": self.status}
-        for k in ("time_ms", "registers", "spills", "smem_bytes"):
+        d: dict[str, Any] = {"config": self.config, "status": self.status.value}
+        for k in ("time_ms", "registers", "spills", "smem_bytes", "frac_peak_flops", "frac_peak_bw"):
             v = getattr(self, k)
             if v is not None:
                 d[k] = v
@@ -71,8 +113,27 @@ class Measurement:
     def from_dict(cls, d: Mapping[str, Any]) -> "Measurement":
         # JSON turns tuple values into lists; configs must stay hashable
         config = {k: tuple(v) if isinstance(v, list) else v for k, v in dict(d["config"]).items()}
+        extra = dict(d.get("extra") or {})
+        # datasets written before the roofline became typed kept it in extra
+        fpf = d.get("frac_peak_flops", extra.pop("frac_peak_flops", None))
+        fpb = d.get("frac_peak_bw", extra.pop("frac_peak_bw", None))
         return cls(config=config, status=d.get("status", "ok"), time_ms=d.get("time_ms"),
-                   samples_ms=list(d.get("samples_ms") or []), compile_s=float(d.get("compile_s", 0.0)),
+                   samples_ms=tuple(d.get("samples_ms") or ()), compile_s=float(d.get("compile_s", 0.0)),
                    bench_s=float(d.get("bench_s", 0.0)), registers=d.get("registers"),
                    spills=d.get("spills"), smem_bytes=d.get("smem_bytes"), error=d.get("error", ""),
-                   extra=dict(d.get("extra") or {}))
+                   extra=extra, frac_peak_flops=fpf, frac_peak_bw=fpb)
+
+
+def best_of(measurements: "list[Measurement] | tuple[Measurement, ...]") -> Measurement | None:
+    """The fastest ok measurement (ties: the first), or None."""
+    best = None
+    for m in measurements:
+        if m.ok and (best is None or m.objective < best.objective):
+            best = m
+    return best
+
+
+def geomean(xs: "list[float] | tuple[float, ...]") -> float | None:
+    """Geometric mean of positive finite numbers (others skipped); None when none."""
+    vals = [math.log(x) for x in xs if x is not None and x > 0 and math.isfinite(x)]
+    return math.exp(sum(vals) / len(vals)) if vals else None

@@ -38,6 +38,21 @@ class Problem:
         tm = self.min_bytes / hw.mem_bandwidth if hw.mem_bandwidth and self.min_bytes else 0.0
         return tc, tm
 
+    def __hash__(self) -> int:  # dims/dtypes are dicts: hash the identity instead
+        return hash((self.key(), self.hardware.name if self.hardware else ""))
+
+    def roofline(self, time_ms: float | None) -> tuple[float | None, float | None]:
+        """Achieved fractions of peak FLOP/s and bytes/s at `time_ms` on `hardware`; the one
+        place live and replay measurements get their roofline figures. None when unknown."""
+        hw = self.hardware
+        if hw is None or not time_ms or time_ms <= 0 or time_ms != time_ms or time_ms == float("inf"):
+            return None, None
+        s = time_ms / 1e3
+        peak = hw.peak(self.dtype)
+        ff = round(self.flops / s / peak, 6) if peak and self.flops else None
+        fb = round(self.min_bytes / s / hw.mem_bandwidth, 6) if hw.mem_bandwidth and self.min_bytes else None
+        return ff, fb
+
     def shape_key(self) -> str:
         return ",".join(f"{k}={v}" for k, v in sorted(self.dims.items()))
 

@@ -1,6 +1,6 @@
-"""Tuning built-in kernels end to end: pick an evaluator (live GPU or bundled replay), run a
-strategy, and report the winner against the kernel's fixed config list, its default config
-and torch (cuBLAS for matmul)."""
+"""Tuning built-in kernels end to end: pick an evaluator (live GPU or bundled replay), seed it,
+and run one `Session`, which searches, measures the baselines (the kernel's fixed config list,
+its default config, torch) once per problem, judges the winner and stores everything."""
 from __future__ import annotations
 
 import logging
@@ -10,7 +10,9 @@ from typing import Any, Callable
 
 from .errors import AbductuneError
 from .measurement import Measurement
-from .search import Budget, make_strategy, run
+from .search import Budget
+from .search.base import Seed
+from .session import Session, SessionResult
 
 log = logging.getLogger(__name__)
 
@@ -39,43 +41,53 @@ class TuneOutcome:
     optimum_ms: float | None = None  # known in replay (exhaustive data)
     history: list[Measurement] = field(default_factory=list)
     heuristics: list[dict] = field(default_factory=list)  # which seed heuristics fired
+    session: SessionResult | None = None
+    param_names: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         t = lambda m: m.time_ms if m is not None and m.ok else None  # noqa: E731
+        s = self.session
         return {"kernel": self.kernel, "dims": self.dims, "mode": self.mode, "strategy": self.strategy,
                 "winner": self.winner.config if self.winner else None, "winner_ms": t(self.winner),
                 "evaluations": self.evaluations, "seconds": self.seconds, "wall_s": self.wall_s,
                 "fixed_best_ms": t(self.fixed_best), "fixed_best": self.fixed_best.config if self.fixed_best else None,
                 "default_ms": t(self.default), "torch_ms": self.torch_ms, "optimum_ms": self.optimum_ms,
-                "heuristics": self.heuristics}
+                "heuristics": self.heuristics,
+                "run_id": s.run_id if s else None, "spent_before": s.spent_before if s else 0,
+                "resumed_from": s.resumed_from if s else None, "timing": s.timing if s else {},
+                "runoff": [m.config for m in s.runoff] if s else []}
 
 
-def _best(ms: list[Measurement]) -> Measurement | None:
-    ok = [m for m in ms if m.ok]
-    return min(ok, key=lambda m: m.objective) if ok else None
-
-
-def _seeds(problem: Any, space: Any, default_cfg: dict, extra: list[dict] | None,
-           heuristics: bool, database: Any) -> tuple[list[dict], list[dict]]:
-    """Seed configs (given ones first, then the observed database and the heuristics) and
-    the record of which heuristics fired."""
-    seeds = list(extra or [])
+def seed_list(problem: Any, space: Any, default_cfg: dict, extra: list[dict] | None, heuristics: bool,
+              database: Any, exclude: Any = None) -> tuple[list[Seed], list[dict]]:
+    """Seed configs with their provenance (given ones first, then the observed database and
+    the heuristics) and the record of which heuristics fired. `exclude`: leave out knowledge
+    learned from this problem (replay of a recorded dataset must not use its own answer)."""
+    seeds = [Seed(dict(c), "user") for c in (extra or [])]
     fired: list[dict] = []
     if heuristics:
         from .heuristics import seed_configs
 
-        rep = seed_configs(problem, space, problem.hardware, database=database, base=default_cfg)
-        seeds += rep.configs
+        kw: dict[str, Any] = {"database": database, "base": default_cfg}
+        if exclude is not None:
+            kw["exclude"] = exclude
+        rep = seed_configs(problem, space, problem.hardware, **kw)
         fired = rep.fired
+        for cfg in rep.configs:
+            src = next((f"{f.get('source', '')}:{f.get('name', '')}" for f in fired
+                        if f.get("status") == "seed" and f.get("config") == cfg and not f.get("duplicate_of")),
+                       "heuristic")
+            seeds.append(Seed(dict(cfg), src))
     return seeds, fired
 
 
 def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "pattern", budget: Budget | None = None,
              seed: int = 0, mode: str = "auto", seeds: list[dict] | None = None, heuristics: bool = True,
-             database: Any = None, store: Any = None,
-             compile_workers: int | None = None,
+             database: Any = None, store: Any = None, compile_workers: int | None = None,
+             options: dict[str, Any] | None = None,
              on_batch: Callable[[list[Measurement]], None] | None = None) -> TuneOutcome:
-    """Tune one (kernel, shape). mode: 'live', 'replay' or 'auto' (live when a GPU is present)."""
+    """Tune one (kernel, shape). mode: 'live', 'replay' or 'auto' (live when a GPU is present).
+    `store`: a Store (or path); replay uses a private in-memory store when none is given."""
     from . import kernels
 
     if mode == "auto":
@@ -83,8 +95,8 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "pattern", bu
     if mode not in ("live", "replay"):
         raise AbductuneError(f"mode must be live, replay or auto, got {mode!r}")
     budget = budget or Budget(64)
-    spec = kernels.get(kernel) if mode == "live" else None
     t0 = time.perf_counter()
+    optimum = None
     if mode == "replay":
         from .datasets.bundled import find_bundled
         from .datasets.format import read_dataset
@@ -92,66 +104,32 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "pattern", bu
 
         ds = read_dataset(find_bundled(kernel, dims))
         ev: Any = ReplayEvaluator(ds)
-        space = ev.space
         fixed = ds.meta.get("fixed_configs") or []
-        default_cfg = ds.meta.get("default_config") or space.default()
-        all_seeds, fired = _seeds(ds.problem, space, default_cfg, seeds, heuristics, database)
-        res = run(make_strategy(strategy, seed=seed), ev, budget, seeds=all_seeds, on_batch=on_batch)
-        lookup = ReplayEvaluator(ds)  # separate clock: the reference rows cost the tune nothing
-        return TuneOutcome(kernel, dims, mode, strategy, res.best, res.evaluations, res.seconds,
-                           time.perf_counter() - t0, _best(lookup.evaluate(fixed)),
-                           lookup.evaluate([default_cfg])[0], ds.baselines.get("torch_ms"),
-                           ds.optimum().time_ms, res.history, fired)
+        default_cfg = ds.meta.get("default_config") or ev.space.default()
+        optimum = ds.optimum().time_ms
+        toolchain: Any = ds.toolchain
+        problem = ds.problem
+        exclude: Any = problem  # never seed a replay with rules learned from this very dataset
+    else:
+        from .hardware import local_hardware, toolchain_key
+        from .measure.live import LiveEvaluator
 
-    from .measure.live import LiveEvaluator
-    from .sweep import local_hardware, toolchain
-
-    assert spec is not None
-    problem = spec.problem(dims, local_hardware())
-    ev = LiveEvaluator(spec, problem, compile_workers=compile_workers, seed=seed)
-    memo = None
-    ctx = None
-    if store is not None:
-        from .store import Context
-
-        ctx = Context.of(problem, ev.space, toolchain_key())
-        memo = store.memo(ctx, ev.space)
-
-    def record(ms: list[Measurement]) -> None:
-        if store is not None and ctx is not None:
-            store.put_many(ctx, ms)
-        if on_batch:
-            on_batch(ms)
-
-    all_seeds, fired = _seeds(problem, ev.space, spec.default_config(), seeds, heuristics, database)
-    run_id = store.start_run(ctx, strategy, {"budget": [budget.evaluations, budget.seconds], "seed": seed},
-                             heuristics=fired) if store is not None else None
+        spec = kernels.get(kernel)
+        problem = spec.problem(dims, local_hardware())
+        ev = LiveEvaluator(spec, problem, compile_workers=compile_workers, seed=seed)
+        fixed, default_cfg = spec.fixed_configs(), spec.default_config()
+        toolchain = toolchain_key()
+        exclude = None
     try:
-        res = run(make_strategy(strategy, seed=seed), ev, budget, seeds=all_seeds, memo=memo,
-                  on_batch=record)
-        ranked = ev.refine(res.history)
-        winner = ranked[0] if ranked else res.best
-        fixed = _best(ev.evaluate(spec.fixed_configs()))
-        default = ev.evaluate([spec.default_config()])[0]
-        torch_m = ev.baseline()
-        if run_id is not None:
-            store.finish_run(run_id, "done")
-    except BaseException:
-        if run_id is not None:
-            store.finish_run(run_id, "interrupted")
-        raise
+        all_seeds, fired = seed_list(problem, ev.space, default_cfg, seeds, heuristics, database, exclude)
+        with Session(ev, strategy=strategy, seed=seed, options=options, budget=budget, seeds=all_seeds,
+                     store=store, toolchain=toolchain, heuristics=fired) as session:
+            res = session.run(baselines={"fixed": fixed, "default": [default_cfg]}, vendor=True,
+                              on_batch=on_batch)
     finally:
         ev.close()
-    return TuneOutcome(kernel, dims, mode, strategy, winner, res.evaluations, res.seconds,
-                       time.perf_counter() - t0, fixed, default, torch_m.time_ms if torch_m.ok else None,
-                       None, res.history, fired)
-
-
-def toolchain_key() -> str:
-    try:
-        import torch
-        import triton
-
-        return f"torch={torch.__version__};triton={triton.__version__}"
-    except ImportError:
-        return ""
+    vendor = res.baselines.get("vendor")
+    return TuneOutcome(kernel, dims, mode, strategy, res.winner, res.evaluations, res.seconds,
+                       time.perf_counter() - t0, res.baselines.get("fixed"), res.baselines.get("default"),
+                       vendor.time_ms if vendor is not None and vendor.ok else None, optimum, res.history,
+                       fired, res, list(ev.space.names))

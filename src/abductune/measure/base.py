@@ -1,4 +1,4 @@
-"""The evaluator interface every strategy talks to."""
+"""The evaluator interface every strategy and session talks to."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -20,6 +20,11 @@ class Evaluator(ABC):
     @abstractmethod
     def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
         """One measurement per config, in order; never raises for a failing config."""
+
+    def remeasure(self, configs: Sequence[Mapping[str, Any]], *, rounds: int = 1) -> list[Measurement]:
+        """Time configs again (already compiled), interleaved over `rounds` when the evaluator
+        can: the fresh rows a confirmation or a final run-off needs. Default: evaluate again."""
+        return self.evaluate(configs)
 
     def close(self) -> None:
         """Release workers or devices (no-op by default)."""

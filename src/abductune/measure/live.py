@@ -7,7 +7,7 @@
   parent records the failure, starts a new worker and goes on with the next config.
 - Every candidate's output (poisoned before the run) is checked against the reference; a
   wrong result is a `wrong_result` measurement and never a winner.
-- `refine()` re-times the closest contenders interleaved before a winner is declared.
+- `remeasure(configs, rounds=n)` re-times configs interleaved (the Session's final run-off).
 """
 from __future__ import annotations
 
@@ -185,24 +185,6 @@ class Compiler:
         self._pool = None
 
 
-def roofline_extra(problem: Problem, time_ms: float) -> dict[str, float]:
-    """Achieved FLOP/s and bytes/s, and their fractions of the hardware peaks."""
-    s = time_ms / 1e3
-    out: dict[str, float] = {}
-    if problem.flops:
-        out["tflops"] = problem.flops / s / 1e12
-    if problem.min_bytes:
-        out["gbps"] = problem.min_bytes / s / 1e9
-    hw = problem.hardware
-    if hw is not None:
-        peak = hw.peak(problem.dtype)
-        if peak and problem.flops:
-            out["frac_peak_flops"] = problem.flops / s / peak
-        if hw.mem_bandwidth and problem.min_bytes:
-            out["frac_peak_bw"] = problem.min_bytes / s / hw.mem_bandwidth
-    return {k: round(v, 6) for k, v in out.items()}
-
-
 class LiveEvaluator(Evaluator):
     """Measures configs of a built-in kernel on the local GPU."""
 
@@ -247,42 +229,48 @@ class LiveEvaluator(Evaluator):
         extra: dict[str, Any] = {}
         if r.get("rel_err") is not None:
             extra["rel_err"] = r["rel_err"]
-        if r.get("status") == "ok":
-            extra.update(roofline_extra(self.problem, r["time_ms"]))
+        ok = r.get("status") == "ok"
+        ff, fb = self.problem.roofline(r.get("time_ms")) if ok else (None, None)
         return Measurement(status=r.get("status", "runtime_error"), time_ms=r.get("time_ms"),
                            samples_ms=r.get("samples_ms", []), bench_s=float(r.get("bench_s", 0.0)),
-                           error=r.get("error", ""), extra=extra, **base)
+                           error=r.get("error", ""), extra=extra, frac_peak_flops=ff, frac_peak_bw=fb,
+                           **base)
 
-    def baseline(self) -> Measurement:
+    vendor_name = "torch"
+
+    def vendor_baseline(self) -> Measurement:
         """Time the torch implementation (cuBLAS for matmul) on the same inputs."""
         r = self.worker.request({"op": "bench", "config": None, "opts": self.opts}, self.bench_timeout_s)
         return Measurement({"impl": "torch"}, status=r.get("status", "runtime_error"), time_ms=r.get("time_ms"),
                            samples_ms=r.get("samples_ms", []), bench_s=float(r.get("bench_s", 0.0)),
                            error=r.get("error", ""))
 
-    def refine(self, measurements: Sequence[Measurement], top: int = 4, close: float = 0.03,
-               rounds: int = 5, reps: int = 10) -> list[Measurement]:
-        """Re-time the `top` fastest configs within `close` of the best, interleaved; update
-        their samples and medians in place and return them sorted by the new median."""
-        ok = sorted((m for m in measurements if m.ok), key=lambda m: m.objective)
-        if not ok:
-            return []
-        cands = [m for m in ok[:top] if m.objective <= ok[0].objective * (1 + close)]
-        if len(cands) < 2:
-            return cands
+    baseline = vendor_baseline
+
+    def remeasure(self, configs: Sequence[Mapping[str, Any]], *, rounds: int = 1) -> list[Measurement]:
+        """Re-time already compiled configs: one after another for a single round, or
+        interleaved over `rounds` (a run-off: A B C A B C ..., so drift hits all alike). New
+        measurements each time; nothing measured earlier is changed."""
+        configs = [dict(c) for c in configs]
+        if rounds <= 1 or len(configs) < 2:
+            return self.evaluate(configs)
         t0 = time.perf_counter()
         try:
-            r = self.worker.request({"op": "interleaved", "configs": [m.config for m in cands],
-                                     "rounds": rounds, "reps": reps}, self.bench_timeout_s * len(cands))
+            r = self.worker.request({"op": "interleaved", "configs": configs, "rounds": rounds, "reps": 10},
+                                    self.bench_timeout_s * len(configs))
         except WorkerLost as e:
             log.warning("interleaved re-measurement failed: %s", e.error)
-            return cands
+            return [Measurement(c, status=e.status, error=e.error) for c in configs]
         finally:
             self.clock += time.perf_counter() - t0
-        for m, s in zip(cands, r.get("samples", [])):
-            m.extra["refined_ms"] = statistics.median(s)
-            m.extra["refined_samples"] = len(s)
-        return sorted(cands, key=lambda m: m.extra.get("refined_ms", m.objective))
+        out = []
+        for c, s in zip(configs, r.get("samples", [[]] * len(configs))):
+            t = statistics.median(s) if s else None
+            ff, fb = self.problem.roofline(t)
+            out.append(Measurement(c, "ok" if t else "runtime_error", time_ms=t, samples_ms=tuple(s),
+                                   frac_peak_flops=ff, frac_peak_bw=fb,
+                                   error="" if t else str(r.get("error", "no samples"))))
+        return out
 
     def close(self) -> None:
         if self._own_worker:

@@ -4,16 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import AbductuneError
 from ..space import Config
-from .base import Proposals, SearchContext, Strategy
-from .coordesc import measure
-
-
-def _positive_int(strategy: str, name: str, v: Any) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise AbductuneError(f"{strategy}: option {name!r} must be an integer >= 1, got {v!r}")
-    return v
+from . import options as opt
+from .base import Proposals, SearchContext, Strategy, measure
 
 
 class BeamSearch(Strategy):
@@ -25,11 +18,9 @@ class BeamSearch(Strategy):
     def __init__(self, seed: int = 0, beam_width: int = 4, radius: int = 1, initial: int | None = None,
                  **options: Any):
         super().__init__(seed, **options)
-        self.beam_width = _positive_int(self.name, "beam_width", beam_width)
-        self.radius = _positive_int(self.name, "radius", radius)
-        if initial is not None and (isinstance(initial, bool) or not isinstance(initial, int) or initial < 0):
-            raise AbductuneError(f"{self.name}: option 'initial' must be an integer >= 0, got {initial!r}")
-        self.initial = self.beam_width if initial is None else initial
+        self.beam_width = opt.integer(self.name, "beam_width", beam_width, 1)
+        self.radius = opt.integer(self.name, "radius", radius, 1)
+        self.initial = self.beam_width if initial is None else opt.integer(self.name, "initial", initial, 0)
 
     def propose(self, ctx: SearchContext) -> Proposals:
         space = ctx.space

@@ -17,29 +17,14 @@ from typing import Any, Callable, Sequence
 from ..errors import AbductuneError
 from ..measurement import Measurement
 from ..space import Config, Space
-from .base import Proposals, SearchContext, Strategy
-
-
-def measure(ctx: SearchContext, configs: Sequence[Config]) -> Generator[list[Config], list[Measurement],
-                                                                         list[Measurement]]:
-    """Propose `configs` in batches of ctx.batch_size (so a budget in seconds overshoots by at
-    most one batch); return all their measurements. Use as `ms = yield from measure(ctx, cs)`."""
-    out: list[Measurement] = []
-    for i in range(0, len(configs), ctx.batch_size):
-        out += yield list(configs[i: i + ctx.batch_size])
-    return out
+from . import options as opt
+from .base import Proposals, SearchContext, Strategy, measure
 
 
 def improves(new: float, best: float, threshold: float) -> bool:
     """Inductor's has_improvement: better by more than `threshold` (relative). Anything finite
     improves on a failed (infinite) incumbent."""
     return math.isfinite(new) and (not math.isfinite(best) or new < best * (1 - threshold))
-
-
-def check_threshold(name: str, threshold: Any) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold < 1:
-        raise AbductuneError(f"{name}: option 'threshold' must be a number in [0, 1), got {threshold!r}")
-    return float(threshold)
 
 
 def default_field_order(space: Space) -> list[str]:
@@ -61,27 +46,11 @@ class CoordinateDescent(Strategy):
                  field_limits: Mapping[str, Any] | None = None, check_all_directions: bool = False,
                  radius: int = 2, **options: Any):
         super().__init__(seed, **options)
-        self.threshold = check_threshold(self.name, threshold)
-        if field_order is not None:
-            if isinstance(field_order, str) or not all(isinstance(f, str) for f in field_order):
-                raise AbductuneError(f"{self.name}: option 'field_order' must be a list of parameter "
-                                     f"names, got {field_order!r}")
-            field_order = list(field_order)
-            if not field_order or len(set(field_order)) != len(field_order):
-                raise AbductuneError(f"{self.name}: option 'field_order' must be non-empty without "
-                                     f"repeats, got {field_order!r}")
-        self.field_order = field_order
-        limits = dict(field_limits or {})
-        for k, v in limits.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
-                raise AbductuneError(f"{self.name}: field_limits[{k!r}] must be a number, got {v!r}")
-        self.field_limits = limits
-        if not isinstance(check_all_directions, bool):
-            raise AbductuneError(f"{self.name}: option 'check_all_directions' must be True or False")
-        self.check_all_directions = check_all_directions
-        if isinstance(radius, bool) or not isinstance(radius, int) or radius < 1:
-            raise AbductuneError(f"{self.name}: option 'radius' must be an integer >= 1, got {radius!r}")
-        self.radius = radius
+        self.threshold = opt.number(self.name, "threshold", threshold, 0, 1, hi_open=True)
+        self.field_order = opt.names(self.name, "field_order", field_order)
+        self.field_limits = opt.numeric_map(self.name, "field_limits", field_limits)
+        self.check_all_directions = opt.boolean(self.name, "check_all_directions", check_all_directions)
+        self.radius = opt.integer(self.name, "radius", radius, 1)
 
     # -- setup against a concrete space
     def _fields(self, space: Space) -> list[str]:

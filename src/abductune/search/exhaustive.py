@@ -9,5 +9,4 @@ class Exhaustive(Strategy):
 
     def propose(self, ctx: SearchContext) -> Proposals:
         configs = ctx.space.valid_configs()
-        for i in range(0, len(configs), ctx.batch_size):
-            yield configs[i: i + ctx.batch_size]
+        yield from ctx.measure(configs)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Sequence
 
-from ..errors import AbductuneError
+from . import options as opt
 from .base import Proposals, SearchContext, Strategy
 
 
@@ -16,14 +16,7 @@ class FixedList(Strategy):
 
     def __init__(self, seed: int = 0, configs: Sequence[Mapping[str, Any]] | None = None, **options: Any):
         super().__init__(seed, **options)
-        if configs is not None:
-            if isinstance(configs, Mapping) or not isinstance(configs, Sequence) or \
-                    not all(isinstance(c, Mapping) for c in configs):
-                raise AbductuneError("fixed: option 'configs' must be a list of dicts "
-                                     f"(parameter name -> value), got {configs!r}")
-            if not configs:
-                raise AbductuneError("fixed: option 'configs' is empty; give at least one config")
-        self.configs = None if configs is None else [dict(c) for c in configs]
+        self.configs = opt.configs(self.name, "configs", configs)
 
     def propose(self, ctx: SearchContext) -> Proposals:
         space = ctx.space
@@ -35,5 +28,4 @@ class FixedList(Strategy):
             if k not in seen:
                 seen.add(k)
                 todo.append(c)
-        for i in range(0, len(todo), ctx.batch_size):
-            yield todo[i: i + ctx.batch_size]
+        yield from ctx.measure(todo)

@@ -11,16 +11,10 @@ from typing import Any, Iterator
 
 from ..errors import AbductuneError
 from ..space import Config
-from .base import Proposals, SearchContext, Strategy
-from .coordesc import measure
+from . import options as opt
+from .base import Proposals, SearchContext, Strategy, measure
 
 _BREED_TRIES = 10  # attempts at an unmeasured child before falling back to a random config
-
-
-def _int_at_least(name: str, v: Any, lo: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-        raise AbductuneError(f"genetic: option {name!r} must be an integer >= {lo}, got {v!r}")
-    return v
 
 
 class GeneticAlgorithm(Strategy):
@@ -32,20 +26,15 @@ class GeneticAlgorithm(Strategy):
     def __init__(self, seed: int = 0, population: int = 16, mutation_rate: float = 0.2, tournament: int = 3,
                  elite: int = 2, max_stalled_generations: int = 50, repair: str = "nearest", **options: Any):
         super().__init__(seed, **options)
-        self.population = _int_at_least("population", population, 2)
-        self.tournament = _int_at_least("tournament", tournament, 1)
-        self.elite = _int_at_least("elite", elite, 0)
+        self.population = opt.integer(self.name, "population", population, 2)
+        self.tournament = opt.integer(self.name, "tournament", tournament, 1)
+        self.elite = opt.integer(self.name, "elite", elite, 0)
         if self.elite >= self.population:
             raise AbductuneError(f"genetic: option 'elite' ({elite}) must be smaller than 'population' "
                                  f"({population})")
-        self.max_stalled = _int_at_least("max_stalled_generations", max_stalled_generations, 1)
-        if isinstance(mutation_rate, bool) or not isinstance(mutation_rate, (int, float)) \
-                or not 0 <= mutation_rate <= 1:
-            raise AbductuneError(f"genetic: option 'mutation_rate' must be in [0, 1], got {mutation_rate!r}")
-        self.mutation_rate = float(mutation_rate)
-        if repair not in ("nearest", "resample"):
-            raise AbductuneError(f"genetic: option 'repair' must be 'nearest' or 'resample', got {repair!r}")
-        self.repair = repair
+        self.max_stalled = opt.integer(self.name, "max_stalled_generations", max_stalled_generations, 1)
+        self.mutation_rate = opt.number(self.name, "mutation_rate", mutation_rate, 0, 1)
+        self.repair = opt.choice(self.name, "repair", repair, ("nearest", "resample"))
 
     def propose(self, ctx: SearchContext) -> Proposals:
         space, rng = ctx.space, ctx.rng

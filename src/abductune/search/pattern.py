@@ -12,10 +12,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from ..errors import AbductuneError
 from ..space import Config, Space
-from .base import Proposals, SearchContext, Strategy
-from .coordesc import check_threshold, improves, measure
+from . import options as opt
+from .base import Proposals, SearchContext, Strategy, measure
+from .coordesc import improves
 
 
 def poll_points(space: Space, best: Config, step: int) -> list[Config]:
@@ -50,10 +50,8 @@ class PatternSearch(Strategy):
 
     def __init__(self, seed: int = 0, max_step: int = 2, threshold: float = 0.001, **options: Any):
         super().__init__(seed, **options)
-        if isinstance(max_step, bool) or not isinstance(max_step, int) or max_step < 1:
-            raise AbductuneError(f"{self.name}: option 'max_step' must be an integer >= 1, got {max_step!r}")
-        self.max_step = max_step
-        self.threshold = check_threshold(self.name, threshold)
+        self.max_step = opt.integer(self.name, "max_step", max_step, 1)
+        self.threshold = opt.number(self.name, "threshold", threshold, 0, 1, hi_open=True)
 
     def propose(self, ctx: SearchContext) -> Proposals:
         best = dict(ctx.best.config) if ctx.best is not None else ctx.space.default()

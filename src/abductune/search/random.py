@@ -10,5 +10,4 @@ class RandomSearch(Strategy):
     def propose(self, ctx: SearchContext) -> Proposals:
         configs = ctx.space.valid_configs()
         order = ctx.np_rng.permutation(len(configs))
-        for i in range(0, len(order), ctx.batch_size):
-            yield [configs[j] for j in order[i: i + ctx.batch_size]]
+        yield from ctx.measure([configs[j] for j in order])

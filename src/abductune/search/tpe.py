@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import AbductuneError
 from ..space import Config
+from . import options as opt
 from .base import Proposals, SearchContext, Strategy
 
 PENALTY = 1e30  # ranked after every real time; finite, so Optuna stores it as a plain value
@@ -43,19 +44,11 @@ class TPE(Strategy):
                  constant_liar: bool = True, max_stalled_trials: int = 200, encoding: str = "categorical",
                  **options: Any):
         super().__init__(seed, **options)
-        for k, v, lo in (("n_startup_trials", n_startup_trials, 0), ("max_stalled_trials", max_stalled_trials, 1)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise AbductuneError(f"tpe: option {k!r} must be an integer >= {lo}, got {v!r}")
-        for k, v in (("multivariate", multivariate), ("constant_liar", constant_liar)):
-            if not isinstance(v, bool):
-                raise AbductuneError(f"tpe: option {k!r} must be True or False, got {v!r}")
-        if encoding not in ("categorical", "int"):
-            raise AbductuneError(f"tpe: option 'encoding' must be 'categorical' or 'int', got {encoding!r}")
-        self.encoding = encoding
-        self.n_startup_trials = n_startup_trials
-        self.multivariate = multivariate
-        self.constant_liar = constant_liar
-        self.max_stalled_trials = max_stalled_trials
+        self.n_startup_trials = opt.integer(self.name, "n_startup_trials", n_startup_trials, 0)
+        self.max_stalled_trials = opt.integer(self.name, "max_stalled_trials", max_stalled_trials, 1)
+        self.multivariate = opt.boolean(self.name, "multivariate", multivariate)
+        self.constant_liar = opt.boolean(self.name, "constant_liar", constant_liar)
+        self.encoding = opt.choice(self.name, "encoding", encoding, ("categorical", "int"))
 
     def propose(self, ctx: SearchContext) -> Proposals:
         optuna = _import_optuna()

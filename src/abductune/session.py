@@ -1,0 +1,340 @@
+"""One tuning run: the search, the evaluator, the store, the journal and the one rule that
+judges the winner (after Optuna's `Study`). `tune`, `replay`, `sweep` and the decorator all go
+through a Session, so nothing measured bypasses the store:
+
+    with Session(ReplayEvaluator(ds), strategy="pattern", budget=Budget(32)) as s:
+        result = s.run(baselines={"fixed": fixed_list})
+    result.winner          # a stored Measurement, with its id
+
+What happens in `run`:
+1. Earlier runs of the same tune (same problem, space, toolchain, strategy, seed, options)
+   are found in the journal; runs of dead processes are marked interrupted; their search
+   rows are charged to this run's budget, and the strategy replays its path from the memo
+   for free, so a rerun spends only what is left and a finished tune spends nothing.
+2. The strategy runs; every batch is claimed in the store first, so a second process tuning
+   the same problem waits for a config the first is measuring instead of measuring it again.
+3. Baselines (the fixed list, the default, the vendor library) are taken from the store when
+   this problem was measured before, else measured once and stored with kind "baseline".
+4. Judging, the one place a winner is chosen: per config, the median of every stored row;
+   the configs within the measured noise of the best are re-timed interleaved (kind "verify",
+   new rows, nothing edited), and the fastest on that run-off wins. The winner is drawn from
+   everything measured for this problem, baselines included, so it is never slower than any
+   of them beyond noise.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .errors import AbductuneError
+from .measure.base import Evaluator
+from .measurement import Measurement
+from .search import Budget, Strategy, make_strategy
+from .search.base import Batch, Knowledge, Seed, run
+from .space import Config
+from .store import Context, Store, config_key
+
+log = logging.getLogger(__name__)
+
+# Judging: contenders within max(NOISE_FLOOR, measured spread) of the best are re-timed.
+NOISE_FLOOR = 0.01
+RUNOFF_TOP = 4
+RUNOFF_ROUNDS = 5
+_WAIT_POLL_S = (0.02, 0.5)
+
+
+@dataclass
+class SessionResult:
+    """What one run found, and what it cost."""
+
+    problem: Any
+    strategy: str
+    winner: Measurement | None
+    evaluations: int  # new measurements by this run's search (re-measurements included)
+    spent_before: int  # evaluations charged from earlier runs of the same tune (resume)
+    seconds: float  # evaluator clock spent by this run (search + baselines + judging)
+    wall_s: float
+    run_id: int
+    resumed_from: int | None = None
+    history: list[Measurement] = field(default_factory=list)  # the search's answers
+    baselines: dict[str, Measurement | None] = field(default_factory=dict)
+    runoff: list[Measurement] = field(default_factory=list)  # verify rows of the final run-off
+    trace: list[tuple[int, float, float]] = field(default_factory=list)
+    heuristics: list[Any] = field(default_factory=list)
+    timing: dict[str, float] = field(default_factory=dict)  # wall seconds per phase
+    noise: float = NOISE_FLOOR
+
+    @property
+    def total_evaluations(self) -> int:
+        return self.evaluations + self.spent_before
+
+    def to_dict(self) -> dict[str, Any]:
+        t = lambda m: m.time_ms if m is not None and m.ok else None  # noqa: E731
+        return {"strategy": self.strategy, "winner": self.winner.config if self.winner else None,
+                "winner_ms": t(self.winner), "winner_id": self.winner.id if self.winner else None,
+                "evaluations": self.evaluations, "spent_before": self.spent_before,
+                "seconds": self.seconds, "wall_s": self.wall_s, "run_id": self.run_id,
+                "resumed_from": self.resumed_from,
+                "baselines": {k: t(v) for k, v in self.baselines.items()},
+                "baseline_configs": {k: v.config if v is not None else None for k, v in self.baselines.items()},
+                "runoff": [{"config": m.config, "ms": m.time_ms, "id": m.id} for m in self.runoff],
+                "timing": self.timing, "noise": self.noise, "heuristics": self.heuristics}
+
+
+def tune_key(strategy: Strategy, options: Mapping[str, Any]) -> str:
+    """What makes two runs 'the same tune' for resuming: strategy, seed and options (not the
+    budget: a rerun with a larger budget continues, with the same one it stops)."""
+    blob = json.dumps([strategy.name, strategy.seed, dict(options)], sort_keys=True, default=repr)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class Session:
+    """One tuning run over `evaluator` (which knows the problem and the space)."""
+
+    def __init__(self, evaluator: Evaluator, *, strategy: str | Strategy = "pattern", seed: int = 0,
+                 options: Mapping[str, Any] | None = None, budget: Budget | None = None,
+                 seeds: Iterable[Mapping[str, Any] | Seed] = (), store: Store | str | None = None,
+                 toolchain: Mapping[str, Any] | str = "", batch_size: int = 8, resume: bool = True,
+                 share: bool = True, judge: bool = True, heuristics: Sequence[Any] = (),
+                 wait_timeout_s: float = 3600.0):
+        self.evaluator = evaluator
+        self.problem = evaluator.problem
+        self.space = evaluator.space
+        self.options = dict(options or {})
+        self.strategy = strategy if isinstance(strategy, Strategy) else make_strategy(strategy, seed=seed,
+                                                                                      **self.options)
+        self.budget = budget or Budget(64)
+        self.seeds = [s if isinstance(s, Seed) else Seed(dict(s)) for s in seeds]
+        self._own_store = not isinstance(store, Store)
+        self.store = store if isinstance(store, Store) else Store(":memory:" if store is None else store)
+        self.context = Context.of(self.problem, self.space, toolchain)
+        self.batch_size = batch_size
+        self.resume = resume
+        self.share = share and self.store.path != ":memory:"
+        self.judge_enabled = judge
+        self.heuristics = list(heuristics)
+        self.wait_timeout_s = wait_timeout_s
+        self.tune_key = tune_key(self.strategy, self.options)
+        self.run_id: int | None = None
+        self.timing: dict[str, float] = {}
+
+    # -- lifetime
+    def close(self) -> None:
+        if self._own_store:
+            self.store.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def _add_time(self, phase: str, t0: float) -> None:
+        self.timing[phase] = self.timing.get(phase, 0.0) + time.perf_counter() - t0
+
+    # -- measuring: every row goes through here into the store
+    def measure(self, configs: Sequence[Mapping[str, Any]], kind: str = "search") -> list[Measurement]:
+        """Measure configs (re-time them when kind is remeasure/verify) and store the rows."""
+        if self.run_id is None:
+            raise AbductuneError("Session.measure() outside run(); call run() first")
+        configs = [dict(c) for c in configs]
+        if not configs:
+            return []
+        if kind in ("remeasure", "verify"):
+            t0 = time.perf_counter()
+            ms = self.evaluator.remeasure(configs, rounds=RUNOFF_ROUNDS if kind == "verify" else 1)
+            self._add_time("measure", t0)
+            return self._put(ms, kind)
+        mine = self.store.claim(self.context, configs, self.run_id) if self.share else [True] * len(configs)
+        todo = [c for c, m in zip(configs, mine) if m]
+        t0 = time.perf_counter()
+        got = self.evaluator.evaluate(todo) if todo else []
+        self._add_time("measure", t0)
+        rows = iter(self._put(got, kind))
+        out: list[Measurement | None] = [next(rows) if m else None for m in mine]
+        for i, c in enumerate(configs):
+            if out[i] is None:
+                out[i] = self._wait_for(c, kind)
+        return out  # type: ignore[return-value]
+
+    def _put(self, ms: Sequence[Measurement], kind: str) -> list[Measurement]:
+        t0 = time.perf_counter()
+        rows = self.store.put_many(self.context, ms, run_id=self.run_id, kind=kind)
+        self._add_time("store", t0)
+        return rows
+
+    def _wait_for(self, cfg: Config, kind: str) -> Measurement:
+        """Another process claimed cfg: wait for its row; measure it here if that process died."""
+        t0 = time.perf_counter()
+        delay = _WAIT_POLL_S[0]
+        while True:
+            m = self.store.get(self.context, cfg)
+            if m is not None:
+                self._add_time("wait_other", t0)
+                return m
+            if not self.store.claim_holder_alive(self.context, cfg) or \
+                    time.perf_counter() - t0 > self.wait_timeout_s:
+                [mine] = self.store.claim(self.context, [cfg], self.run_id)  # type: ignore[arg-type]
+                if mine:
+                    self._add_time("wait_other", t0)
+                    return self._put(self.evaluator.evaluate([cfg]), kind)[0]
+            time.sleep(delay)
+            delay = min(delay * 2, _WAIT_POLL_S[1])
+
+    # -- the run
+    def run(self, *, baselines: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+            vendor: bool = False, on_batch: Callable[[list[Measurement]], None] | None = None) -> SessionResult:
+        """Search, then baselines, then judge. `baselines`: named config lists ("fixed",
+        "default"); `vendor`: also time the evaluator's vendor implementation (torch/cuBLAS)."""
+        wall0 = time.perf_counter()
+        clock0 = self.evaluator.clock
+        store, ctx = self.store, self.context
+        t0 = time.perf_counter()
+        store.reap_dead_runs()
+        prior = [r for r in store.runs(ctx, tune_key=self.tune_key)] if self.resume else []
+        # runs alive in another process are not charged: they share measurements through claims
+        charged = [r for r in prior if r.status != "running"]
+        spent = store.spent([r.id for r in charged])
+        spent_s = sum(m.cost_s for m in store.measurements(ctx, run_ids=[r.id for r in charged],
+                                                           kinds=("search", "seed", "remeasure")))
+        remaining = self.budget.minus(spent, spent_s)
+        memo = store.memo(ctx, self.space)
+        knowledge = Knowledge(history=store.measurements(ctx))
+        last = charged[-1] if charged else None
+        options = {**self.options, "seed": self.strategy.seed,
+                   "budget": [self.budget.evaluations, self.budget.seconds]}
+        self.run_id = store.start_run(ctx, self.strategy.name, options, self.heuristics,
+                                      tune_key=self.tune_key, resumes=last.id if last else None)
+        self._add_time("store", t0)
+        if last is not None:
+            log.info("%s: resuming run %d (%d evaluations already spent, %s left)", self.problem.kernel,
+                     last.id, spent, remaining.evaluations)
+        try:
+            t0 = time.perf_counter()
+            res = run(self.strategy, self.evaluator, remaining, self.seeds, memo, self.batch_size, on_batch,
+                      measure=lambda b: self.measure(b, b.kind), problem=self.problem, knowledge=knowledge)
+            self._add_time("search", t0)
+            t0 = time.perf_counter()
+            base = self.baselines(baselines or {}, vendor=vendor)
+            self._add_time("baselines", t0)
+            t0 = time.perf_counter()
+            reuse = last if (last is not None and res.evaluations == 0 and last.winner_id is not None
+                             and not self._new_baselines) else None
+            winner, runoff, noise = self.judge(res.history + res.remeasured, base, reuse_from=reuse)
+            self._add_time("judge", t0)
+        except BaseException:
+            try:
+                store.finish_run(self.run_id, "interrupted")
+            except Exception:  # noqa: BLE001 - the original error matters more
+                log.warning("could not mark run %s interrupted", self.run_id)
+            raise
+        wall = time.perf_counter() - wall0
+        result = SessionResult(self.problem, self.strategy.name, winner, res.evaluations, spent,
+                               self.evaluator.clock - clock0, wall, self.run_id,
+                               last.id if last else None, res.history, base, runoff, res.trace,
+                               self.heuristics, dict(self.timing), noise)
+        summary = {"evaluations": res.evaluations, "spent_before": spent, "seconds": result.seconds,
+                   "wall_s": wall, "timing": self.timing,
+                   "winner_ms": winner.time_ms if winner is not None else None}
+        store.finish_run(self.run_id, "done", winner_id=winner.id if winner else None, summary=summary)
+        return result
+
+    # -- baselines: measured once per problem, then read from the store
+    _new_baselines = False
+
+    def baselines(self, named: Mapping[str, Sequence[Mapping[str, Any]]], *, vendor: bool = False
+                  ) -> dict[str, Measurement | None]:
+        """The best measurement of each named config list, from the store where this problem
+        has it, else measured now (kind "baseline"). `vendor` adds "vendor": the evaluator's
+        own implementation (torch / cuBLAS), stored under the config {"impl": ...}."""
+        self._new_baselines = False
+        out: dict[str, Measurement | None] = {}
+        for name, configs in named.items():
+            rows: list[Measurement] = []
+            todo: list[Config] = []
+            for c in configs:
+                c = dict(c)
+                if not self.space.is_valid(c):
+                    log.info("baseline %s config %s is not valid in the space; skipped", name, c)
+                    continue
+                m = self.store.get(self.context, c)
+                (rows.append(m) if m is not None else todo.append(c))
+            if todo:
+                self._new_baselines = True
+                rows += self.measure(todo, "baseline")
+            ok = [m for m in rows if m.ok]
+            out[name] = min(ok, key=lambda m: m.objective) if ok else (rows[0] if rows else None)
+        if vendor:
+            vb = getattr(self.evaluator, "vendor_baseline", None)
+            impl = {"impl": getattr(self.evaluator, "vendor_name", "torch")}
+            m = self.store.get(self.context, impl)
+            if m is None and vb is not None:
+                self._new_baselines = True
+                m = self._put([vb()], "baseline")[0]
+            out["vendor"] = m
+        return out
+
+    # -- judging: the one rule
+    def estimates(self) -> dict[str, tuple[Config, float, list[Measurement]]]:
+        """Per config measured for this problem: (config, median of its ok rows' times, rows)."""
+        rows: dict[str, list[Measurement]] = {}
+        for m in self.store.measurements(self.context):
+            if "impl" in m.config:
+                continue
+            rows.setdefault(config_key(m.config), []).append(m)
+        out = {}
+        for k, ms in rows.items():
+            ok = [m.time_ms for m in ms if m.ok]
+            if ok:
+                out[k] = (ms[0].config, statistics.median(ok), ms)
+        return out
+
+    def noise(self, rows: Iterable[Measurement]) -> float:
+        """The relative noise to judge with: the median sample spread of these rows (a max-min
+        spread over ~median is about 2-3 sd), never below NOISE_FLOOR, capped at 10%."""
+        spreads = [m.spread for m in rows if m.spread is not None]
+        s = statistics.median(spreads) / 2 if spreads else 0.0
+        return min(0.10, max(NOISE_FLOOR, s))
+
+    def judge(self, session_rows: Sequence[Measurement], baselines: Mapping[str, Measurement | None],
+              reuse_from: Any = None) -> tuple[Measurement | None, list[Measurement], float]:
+        """Pick the winner among every config measured for this problem (this run's answers,
+        earlier runs, baselines): contenders within noise of the best are re-timed interleaved
+        (kind "verify") when there are two or more; the fastest in that run-off wins."""
+        if reuse_from is not None:
+            [w] = self.store.by_id([reuse_from.winner_id]) or [None]
+            if w is not None:
+                return w, [], self.noise([w])
+        est = self.estimates()
+        if not est:
+            return None, [], NOISE_FLOOR
+        ranked = sorted(est.values(), key=lambda e: e[1])
+        best_t = ranked[0][1]
+        noise = self.noise(m for e in ranked[:RUNOFF_TOP] for m in e[2])
+        contenders = [e for e in ranked[:RUNOFF_TOP] if e[1] <= best_t * (1 + 2 * noise)]
+
+        def pick(e: tuple[Config, float, list[Measurement]]) -> Measurement:
+            ok = sorted((m for m in e[2] if m.ok), key=lambda m: abs(m.time_ms - e[1]))
+            return ok[0]
+        if not self.judge_enabled or len(contenders) < 2:
+            return pick(ranked[0]), [], noise
+        runoff = self.measure([e[0] for e in contenders], "verify")
+        ok = [m for m in runoff if m.ok]
+        if not ok:
+            return pick(ranked[0]), runoff, noise
+        return min(ok, key=lambda m: m.objective), runoff, noise
+
+
+def winner_never_slower(result: SessionResult, measured: Iterable[Measurement]) -> bool:
+    """Whether `result.winner` is within the judged noise of every ok measurement given."""
+    w = result.winner
+    if w is None:
+        return not any(m.ok for m in measured)
+    return all(w.objective <= m.objective * (1 + 2 * result.noise) for m in measured if m.ok
+               and "impl" not in m.config)
+
