@@ -1,0 +1,226 @@
+"""The Session: one tuning run measures, stores and judges. Replay tunes record into a store;
+a rerun resumes (0 new evaluations when finished, the rest after kill -9); two processes
+share measurements; a v1 store migrates; the winner is never slower than anything measured."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from abductune.datasets.bundled import bundled_datasets
+from abductune.datasets.format import read_dataset
+from abductune.measure.replay import NoiseModel, ReplayEvaluator
+from abductune.search import Budget
+from abductune.search.base import Seed
+from abductune.session import Session, winner_never_slower
+from abductune.store import SCHEMA_VERSION, Context, Store, config_key
+from abductune.tune import tune_one
+
+SMALL = {"numel": 917504}  # gelu_mul: 64 configs
+HERE = Path(__file__).resolve().parent
+
+
+def search_rows(store: Store, ctx: Context) -> Counter:
+    """How many times each config was measured by a search (seed, search, remeasure)."""
+    return Counter(config_key(m.config) for m in store.measurements(ctx, kinds=("search", "seed")))
+
+
+def gelu_dataset():
+    [p] = [p for p in bundled_datasets(kernel="gelu_mul_fp16") if "numel917504" in str(p)]
+    return read_dataset(p)
+
+
+def test_replay_tune_records_every_row_with_its_kind(tmp_path: Path):
+    path = tmp_path / "s.sqlite"
+    out = tune_one("gelu_mul_fp16", SMALL, mode="replay", budget=Budget(12), store=str(path))
+    assert out.winner is not None and out.winner.id is not None
+    with Store(path) as s:
+        [run] = s.runs()
+        assert run.status == "done" and run.winner_id == out.winner.id
+        kinds = Counter(m.kind for m in s.measurements(run.context))
+        assert kinds["search"] + kinds["seed"] == out.evaluations == 12
+        assert kinds["baseline"] >= 1  # the fixed list / default / torch, once
+        # the winner is the fastest thing measured for this problem (baselines included)
+        ok = [m for m in s.measurements(run.context) if m.ok and "impl" not in m.config]
+        assert out.winner.time_ms <= min(m.time_ms for m in ok)
+    # without a store a replay tune still goes through a private in-memory one
+    mem = tune_one("gelu_mul_fp16", SMALL, mode="replay", budget=Budget(12))
+    assert mem.winner.config == out.winner.config and mem.winner.id is not None
+
+
+def test_rerun_after_finish_spends_nothing_and_reports_the_same_winner(tmp_path: Path):
+    path = str(tmp_path / "s.sqlite")
+    kw = dict(mode="replay", strategy="random", store=path)
+    first = tune_one("gelu_mul_fp16", SMALL, budget=Budget(16), **kw)
+    assert first.evaluations == 16
+    second = tune_one("gelu_mul_fp16", SMALL, budget=Budget(16), **kw)
+    assert second.evaluations == 0 and second.session.spent_before == 16
+    assert second.winner.id == first.winner.id
+    with Store(path) as s:
+        ctx = s.runs()[0].context
+        before = len(s.measurements(ctx))
+        assert max(search_rows(s, ctx).values()) == 1
+        # a larger budget continues from where the first stopped
+        third = tune_one("gelu_mul_fp16", SMALL, budget=Budget(24), **kw)
+        assert third.evaluations == 8 and third.session.resumed_from is not None
+        assert max(search_rows(s, ctx).values()) == 1
+        assert len(s.measurements(ctx)) > before
+        assert third.winner.time_ms <= first.winner.time_ms
+
+
+_KILLABLE = textwrap.dedent("""
+    import sys, time
+    from abductune.datasets.bundled import bundled_datasets
+    from abductune.datasets.format import read_dataset
+    from abductune.measure.replay import ReplayEvaluator
+    from abductune.search import Budget
+    from abductune.session import Session
+
+    class Slow(ReplayEvaluator):
+        def evaluate(self, configs):
+            time.sleep(float(sys.argv[2]))
+            return super().evaluate(configs)
+
+    [p] = [p for p in bundled_datasets(kernel="gelu_mul_fp16") if "numel917504" in str(p)]
+    with Session(Slow(read_dataset(p)), strategy=sys.argv[3], budget=Budget(40), store=sys.argv[1],
+                 batch_size=4) as s:
+        r = s.run()
+    print("winner", r.winner.id, r.evaluations, flush=True)
+""")
+
+
+def _spawn(args: list[str]) -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    return subprocess.Popen([sys.executable, "-c", _KILLABLE, *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_rerun_after_kill_9_continues_without_duplicates(tmp_path: Path):
+    path = str(tmp_path / "s.sqlite")
+    proc = _spawn([path, "0.15", "random"])
+    deadline = time.time() + 60
+    while time.time() < deadline:  # wait until some batches are committed
+        time.sleep(0.2)
+        if Path(path).exists():
+            with Store(path) as s:
+                if s.stats()["measurements"] >= 8:
+                    break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with Store(path) as s:
+        [run] = s.runs()
+        assert run.status == "running"  # killed: nobody could mark it
+        done_before = s.spent([run.id])
+        assert 8 <= done_before < 40
+    ev = ReplayEvaluator(gelu_dataset())
+    with Session(ev, strategy="random", budget=Budget(40), store=path, batch_size=4) as sess:
+        res = sess.run()
+    assert res.resumed_from == run.id and res.spent_before == done_before
+    assert res.evaluations == 40 - done_before
+    with Store(path) as s:
+        first, second = s.runs()
+        assert first.status == "interrupted" and second.status == "done"
+        assert s.integrity_check() == "ok"
+        assert sum(search_rows(s, first.context).values()) == 40
+        assert max(search_rows(s, first.context).values()) == 1
+
+
+def test_two_concurrent_tunes_measure_each_config_once(tmp_path: Path):
+    path = str(tmp_path / "s.sqlite")
+    Store(path).close()
+    procs = [_spawn([path, "0.05", "exhaustive"]) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    with Store(path) as s:
+        ctx = s.runs()[0].context
+        counts = search_rows(s, ctx)
+        assert len(counts) == 40 and max(counts.values()) == 1  # nobody measured a config twice
+        assert [r.status for r in s.runs()] == ["done", "done"]
+        winners = {int(o[0].split()[1]) for o in outs}
+        assert len(winners) >= 1
+        ids = {m.id for m in s.measurements(ctx)}
+        assert winners <= ids
+
+
+def test_v1_store_is_migrated_and_loses_nothing(tmp_path: Path):
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript((HERE / "data" / "store_v1.sql").read_text())
+    db.close()
+    with Store(path) as s:
+        assert s.execute("SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
+        rows = s.execute("SELECT config, status, time_ms, kind, run_id FROM measurements ORDER BY id")
+        assert [r[1] for r in rows] == ["ok", "ok", "compile_error"]
+        assert {r[3] for r in rows} == {"search"} and {r[4] for r in rows} == {1}
+        [bc] = s.best_configs()
+        assert bc.measurement.time_ms == 0.04 and bc.measured == 3 and bc.measurement.id is not None
+        assert s.execute("SELECT fallback, dtype_family FROM contexts") == [("small_m", "fp16")]
+        assert [r.status for r in s.runs()] == ["done"] and len(s.theories()) == 1
+        assert s.integrity_check() == "ok"
+    with Store(path) as s:  # reopening a migrated store changes nothing
+        assert len(s.execute("SELECT id FROM measurements")) == 3
+
+
+@pytest.mark.parametrize("path", bundled_datasets(), ids=lambda p: Path(p).stem)
+def test_winner_never_slower_than_any_measured_config(path):
+    ds = read_dataset(path)
+    ev = ReplayEvaluator(ds)
+    fixed = ds.meta.get("fixed_configs") or []
+    with Session(ev, strategy="pattern", budget=Budget(16)) as s:
+        res = s.run(baselines={"fixed": fixed, "default": [ds.meta.get("default_config") or ev.space.default()]},
+                    vendor=True)
+        measured = s.store.measurements(s.context)
+    assert winner_never_slower(res, measured)
+    assert res.winner.objective <= min(m.objective for m in measured if "impl" not in m.config)
+
+
+def test_noisy_judging_stays_close_to_the_true_best():
+    ds = gelu_dataset()
+    truth = []
+    for seed in range(5):
+        ev = ReplayEvaluator(ds, noise=NoiseModel(0.03), seed=seed)
+        with Session(ev, strategy="exhaustive", budget=Budget(64)) as s:
+            res = s.run()
+        assert len(res.runoff) >= 2  # close calls were re-timed (kind verify)
+        assert all(m.kind == "verify" for m in res.runoff)
+        truth.append(ev.true_time(res.winner.config))
+    opt = ds.optimum().time_ms
+    assert max(truth) <= opt * 1.06
+
+
+def test_baselines_are_measured_once_per_problem(tmp_path: Path):
+    ds = gelu_dataset()
+    fixed = ds.meta.get("fixed_configs")
+    path = str(tmp_path / "s.sqlite")
+    for strategy in ("random", "pattern"):
+        with Session(ReplayEvaluator(ds), strategy=strategy, budget=Budget(4), store=path) as s:
+            s.run(baselines={"fixed": fixed}, vendor=True)
+    with Store(path) as st:
+        ctx = st.runs()[0].context
+        base = [m for m in st.measurements(ctx, kinds=("baseline",))]
+        keys = Counter(config_key(m.config) for m in base)
+        assert max(keys.values()) == 1  # the second run read them from the store
+
+
+def test_seeds_keep_their_provenance():
+    ds = gelu_dataset()
+    ev = ReplayEvaluator(ds)
+    cfg = ev.space.default()
+    with Session(ev, strategy="random", budget=Budget(3), seeds=[Seed(cfg, "observed")]) as s:
+        res = s.run()
+        [row] = s.store.measurements(s.context, kinds=("seed",))
+    assert row.config == cfg and res.history[0].config == cfg
+
+
+def test_measure_outside_run_is_an_error():
+    with Session(ReplayEvaluator(gelu_dataset())) as s:
+        with pytest.raises(Exception, match="outside run"):
+            s.measure([s.space.default()])
