@@ -35,8 +35,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from abductune.datasets.public import load_any  # noqa: E402
-from abductune.harvest import (Observation, check_seed, expand_dataset_args, harvest,  # noqa: E402
-                               observation_from_dataset, same_shape)
+from abductune.datasets.paths import expand_dataset_args  # noqa: E402
+from abductune.heuristics.coverage import check_seed, same_shape  # noqa: E402
+from abductune.heuristics.harvest import Observation, harvest, observation_from_dataset  # noqa: E402
 from abductune.heuristics import seed_configs  # noqa: E402
 
 

@@ -6,12 +6,11 @@ import logging
 
 import pytest
 
-from abductune.hardware import KNOWN_GPUS, HardwareInfo
-from abductune.heuristics import (REGISTRY, AutotunerHeuristic, HeuristicRegistry, InvalidSeed,
-                                  classify, hardware_matches, is_amd, is_hopper, is_nvidia, realize,
-                                  seed_configs)
-from abductune.heuristics.classify import bucket_value, fallback_category
-from abductune.heuristics.registry import problem_caps, template_keys, template_scope
+from abductune.classify import bucket_value, classify, fallback_category, shape_bucket
+from abductune.errors import AbductuneError, InvalidSeed
+from abductune.hardware import KNOWN_GPUS, HardwareInfo, hardware_matches, is_amd, is_hopper, is_nvidia
+from abductune.heuristics import REGISTRY, AutotunerHeuristic, HeuristicRegistry, seed_configs
+from abductune.heuristics.realize import problem_caps, realize, template_keys, template_scope
 from abductune.heuristics.triton import BUILTIN, elementwise_block, row_warps
 from abductune.problem import Problem
 from abductune.space import Choice, Pow2, Space
@@ -229,7 +228,7 @@ def test_seed_configs_dedupes_contains_errors_and_records_everything(caplog):
     reg.register(Fixed("nothing", None))
     reg.register(Fixed("b", {"@tile:K": 128, "@stages": 4}))
     sp = matmul_space()
-    with caplog.at_level(logging.WARNING, logger="abductune.heuristics.registry"):
+    with caplog.at_level(logging.WARNING, logger="abductune.heuristics.seeds"):
         rep = seed_configs(mm(4096, 4096, 4096), sp, database=False, registry=reg)
     assert len(rep.configs) == 2 and all(sp.is_valid(c) for c in rep.configs)
     assert rep.configs[0]["BLOCK_M"] == 64 and rep.configs[0]["num_warps"] == 8
@@ -357,6 +356,9 @@ def test_bucket_values():
     assert [bucket_value(v) for v in (1, 2, 4, 5, 16, 17, 64, 65, 4096, 4097)] == \
         [1, 4, 4, 16, 16, 64, 64, 256, 4096, 16384]
     assert [bucket_value(v, 1) for v in (1, 3, 64, 65)] == [1, 4, 64, 128]
+    # the one bucket function: name order, any granularity, dims below 1 kept
+    assert shape_bucket({"N": 4097, "M": 5, "K": 0}) == "K=0,M=16,N=16384"
+    assert shape_bucket({"N": 4097, "M": 5}, granularity=1) == "M=8,N=8192"
     c = classify(mm(64, 4097, 4096))
     assert c.bucket == "K=4096,M=64,N=16384" and c.fallback == "small_m"
 
@@ -396,3 +398,62 @@ def test_classifier_uses_space_roles_and_canonical_dims():
     assert classify(p, row_space()).dims == {"rows": 64, "cols": 512}
     # a given class wins
     assert classify(Problem("x", "convolution", {"M": 1, "N": 1, "K": 1})).kernel_class == "convolution"
+
+
+# ----------------------------------------------------------------------------- layout
+
+SRC = __import__("pathlib").Path(__file__).resolve().parents[1] / "src" / "abductune"
+
+
+def _imports(path) -> set[str]:
+    """Package-relative modules a file imports ("classify", "heuristics.observed", ...)."""
+    import ast
+
+    pkg = path.relative_to(SRC).parent.parts
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = list(pkg[:len(pkg) - node.level + 1])
+            mod = ".".join(base + ([node.module] if node.module else []))
+            out |= {mod} if node.module else {".".join(base + [a.name]) for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("abductune."):
+            out.add(node.module.removeprefix("abductune."))
+    return out
+
+
+def test_records_import_nothing_above_them_and_heuristics_no_front_door():
+    records = {"errors", "hardware", "problem", "space", "classify", "measurement"}
+    for name in records - {"measurement"}:
+        assert _imports(SRC / f"{name}.py") <= records, name
+    for f in (SRC / "heuristics").glob("*.py"):
+        bad = {m for m in _imports(f) if m.split(".")[0] in ("cli", "tune", "sweep", "session",
+                                                             "evaluate", "store")}
+        assert not bad, (f.name, bad)
+    assert "heuristics.registry" not in {m for f in SRC.rglob("*.py") for m in _imports(f)}
+
+
+@pytest.mark.parametrize("module", ["abductune.heuristics.observed", "abductune.heuristics.seeds",
+                                    "abductune.heuristics.harvest", "abductune.classify"])
+def test_each_module_imports_first_without_a_cycle(module):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_toolchain_key_is_derived_from_toolchain_without_the_date():
+    from abductune.hardware import toolchain, toolchain_key
+
+    info = {"python": "3.11", "torch": "2.4.1", "triton": "3.4.0", "cuda": "12.4",
+            "date": "2025-01-01T00:00:00+00:00", "driver": "550"}
+    assert toolchain_key(info) == "torch=2.4.1;triton=3.4.0"
+    assert toolchain_key({"python": "3.11", "date": "x"}) == ""
+    tc = toolchain()
+    assert "python" in tc and "date" in tc
+    assert "date" not in toolchain_key() and toolchain_key() == toolchain_key(tc)
+
+
+def test_invalid_seed_is_a_user_error():
+    assert issubclass(InvalidSeed, AbductuneError)
+

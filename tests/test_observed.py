@@ -9,9 +9,14 @@ from click.testing import CliRunner
 
 from abductune.datasets.format import Dataset, write_dataset
 from abductune.hardware import KNOWN_GPUS, HardwareInfo
-from abductune.harvest import (Observation, coverage, harvest, harvest_cmd, leave_one_out,
-                               observations_from_datasets, observations_from_store, summarize)
-from abductune.heuristics import Database, Rule, Template, classify, seed_configs
+from abductune.classify import classify
+from abductune.cli import main
+from abductune.errors import AbductuneError
+from abductune.heuristics import Database, packaged_database, seed_configs
+from abductune.heuristics.coverage import coverage, leave_one_out, summarize
+from abductune.heuristics.harvest import (Observation, harvest, observations_from_datasets,
+                                          observations_from_store)
+from abductune.heuristics.observed import Rule, Template
 from abductune.heuristics.vllm import export_vllm, import_vllm, parse_filename
 from abductune.measurement import Measurement
 from abductune.problem import Problem
@@ -307,7 +312,7 @@ def test_harvest_command(tmp_path):
         write_dataset(ds, tmp_path / "data" / f"M{m}.jsonl.gz")
     d, a, _ = write_vllm(tmp_path)
     out = tmp_path / "db"
-    res = CliRunner().invoke(harvest_cmd, [str(tmp_path / "data"), "--out", str(out), "--margin", "0.1",
+    res = CliRunner().invoke(main, ["harvest", str(tmp_path / "data"), "--out", str(out), "--margin", "0.1",
                                            "--vllm-import", str(a), "--vllm-export", str(tmp_path / "exp"),
                                            "--json", str(tmp_path / "report.json")])
     assert res.exit_code == 0, res.output
@@ -319,6 +324,132 @@ def test_harvest_command(tmp_path):
     rep = json.loads((tmp_path / "report.json").read_text())
     assert {c["level"].rsplit("/", 1)[-1] for c in rep["coverage"]} == {"bucket", "none"}
     # a second run updates: the vLLM rules stay
-    res = CliRunner().invoke(harvest_cmd, [str(tmp_path / "data"), "--out", str(out)])
+    res = CliRunner().invoke(main, ["harvest", str(tmp_path / "data"), "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert len(Database.load(out)) == len(db)
+
+
+# ----------------------------------------------------------------------------- provenance
+
+def test_harvested_rules_carry_provenance_and_exclusion_leaves_them_out():
+    a = obs("m16", mm(16), {"BLOCK_M": 16, "BLOCK_N": 128, "num_warps": 8})
+    b = obs("m4", mm(4), {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 2})
+    db = harvest([a, b], levels=("name",)).database
+    own = next(r for r in db if r.bucket == "K=4096,M=16,N=4096")
+    assert [(o.key, o.shape, o.kernel) for o in own.learned_from] == \
+        [(a.problem.key(), "M16_N4096_K4096", "toy_mm")]
+    fb = next(r for r in db if r.is_fallback)
+    assert {o.shape for o in fb.learned_from} == {"M16_N4096_K4096", "M4_N4096_K4096"}
+    # provenance survives a save and a load
+    assert Database.from_dict(db.to_dict()).to_dict() == db.to_dict()
+    sp = small_space()
+    assert db.lookup(mm(16), sp).rule is own
+    # excluding M=16 (as a Problem or by its key) leaves out its bucket rule and the fallback
+    # learned partly from it: nothing is left for M=16
+    for ex in (a.problem, a.problem.key(), [a.problem]):
+        assert db.lookup(mm(16), sp, exclude=ex) is None
+    assert {r.bucket for r in db.left_out(mm(16), sp, exclude=a.problem)} == \
+        {"K=4096,M=16,N=4096", "fallback:small_m"}
+    # a rule learned only from another shape still fires
+    only_b = harvest([b], levels=("name",)).database.find(is_fallback=True)
+    db.add(Rule("matmul", "fallback:small_m", "fp16", "H100-SXM", templates=only_b[0].templates,
+                learned_from=only_b[0].learned_from))  # replaces the shared fallback rule
+    hit = db.lookup(mm(16), sp, exclude=a.problem)
+    assert hit is not None and hit.level == "H100-SXM/fallback"
+    assert hit.config == {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 2}
+    with pytest.raises(AbductuneError, match="exclude"):
+        db.lookup(mm(16), sp, exclude=[42])
+
+
+def test_seed_report_says_what_the_exclusion_left_out():
+    a = obs("m16", mm(16), {"BLOCK_M": 16, "BLOCK_N": 128, "num_warps": 8})
+    db = harvest([a], levels=("name",)).database
+    sp = small_space()
+    rep = seed_configs(mm(16), sp, database=db, use_registry=False)
+    assert rep.fired[0]["status"] == "seed" and rep.fired[0]["learned_from"] == ["toy_mm/M16_N4096_K4096"]
+    rep = seed_configs(mm(16), sp, database=db, use_registry=False, exclude=a.problem)
+    assert rep.configs == []
+    ex, noop = rep.fired
+    assert ex["status"] == "excluded" and "left out 2 rule(s) learned from this shape" in ex["reason"]
+    assert {r["bucket"] for r in ex["left_out"]} == {"K=4096,M=16,N=4096", "fallback:small_m"}
+    assert noop["status"] == "noop"
+    json.dumps(rep.fired)
+
+
+# ----------------------------------------------------------------------------- packaged database
+
+def bundled():
+    from abductune.datasets.bundled import bundled_datasets
+    from abductune.datasets.format import read_dataset
+
+    return [read_dataset(p) for p in bundled_datasets()]
+
+
+def test_packaged_database_is_non_empty_and_every_rule_has_provenance():
+    from abductune.heuristics.observed import DATA_DIR
+
+    db = packaged_database()
+    assert len(db) >= 20
+    assert Database.load(DATA_DIR).to_dict() == db.to_dict()
+    assert {r.hardware for r in db} == {"H100-SXM", "family:nvidia/hopper"}
+    assert {r.kernel_class for r in db} >= {"matmul", "row_reduction"}
+    keys = {ds.problem.key(): ds for ds in bundled()}
+    for r in db:
+        assert r.learned_from, r.key_dict()
+        for o in r.learned_from:
+            assert o.key in keys and o.shape and o.kernel == keys[o.key].problem.kernel
+    assert db.meta["harvest"]["datasets"] == ["bundled"]
+
+
+def test_packaged_database_is_what_harvest_of_the_bundled_data_gives():
+    """The committed files are not stale: `abductune harvest bundled --levels name,family`
+    (the settings saved in the database's meta) rebuilds them exactly."""
+    meta = packaged_database().meta["harvest"]
+    got = harvest(observations_from_datasets(bundled()), margin=meta["margin"], top=meta["top"],
+                  keep=meta["keep"], granularity=meta["granularity"],
+                  levels=meta["levels"].split(","), exact=meta["exact"]).database
+    assert got.to_dict()["rules"] == packaged_database().to_dict()["rules"]
+
+
+def test_replaying_a_bundled_shape_never_uses_its_own_rule():
+    datasets = bundled()
+    fired_without = 0
+    for ds in datasets:
+        sp, key = ds.space(), ds.problem.key()
+        base = ds.meta.get("default_config")
+        plain = seed_configs(ds.problem, sp, database=None, base=base, use_registry=False)
+        hit = next((f for f in plain.fired if f["status"] == "seed"), None)
+        fired_without += hit is not None
+        rep = seed_configs(ds.problem, sp, database=None, base=base, use_registry=False,
+                           exclude=ds.problem)
+        (ex,) = [f for f in rep.fired if f["status"] == "excluded"]
+        assert ex["name"] == "observed" and "learned from this shape" in ex["reason"]
+        assert (hit is None) or len(ex["left_out"]) >= 1
+        hit = packaged_database().lookup(ds.problem, sp, base=base, exclude=ds.problem)
+        assert hit is None or all(o.key != key for o in hit.rule.learned_from)
+        for f in rep.fired:
+            if f["status"] == "seed":
+                rule = next(r for r in packaged_database() if r.key_dict() == f["rule"])
+                assert key not in {o.key for o in rule.learned_from}
+    assert fired_without >= 20  # without the exclusion most bundled shapes have their own rule
+
+
+def test_a_rule_from_another_bundled_shape_still_fires_under_exclusion():
+    datasets = bundled()
+    db = packaged_database()
+    checked = 0
+    for y in datasets:
+        sp = y.space()
+        hit = db.lookup(y.problem, sp)
+        if hit is None:
+            continue
+        own = {o.key for o in hit.rule.learned_from}
+        for x in datasets:  # hold out a shape the rule did not learn from: it still fires
+            if x.problem.key() not in own:
+                again = db.lookup(y.problem, sp, exclude=x.problem)
+                assert again is not None and again.rule is hit.rule
+                rep = seed_configs(y.problem, sp, database=db, use_registry=False, exclude=x.problem)
+                assert rep.configs and rep.fired[-1]["rule"] == hit.rule.key_dict()
+                checked += 1
+                break
+    assert checked >= 20

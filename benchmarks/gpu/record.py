@@ -37,7 +37,8 @@ def main() -> None:
 
     from abductune import kernels
     from abductune.measure.live import LiveEvaluator
-    from abductune.sweep import local_hardware, sweep
+    from abductune.hardware import local_hardware
+    from abductune.sweep import sweep
 
     print(f"torch {torch.__version__} triton {triton.__version__} cuda {torch.version.cuda} "
           f"device {torch.cuda.get_device_name()} cpus {os.cpu_count()}", flush=True)

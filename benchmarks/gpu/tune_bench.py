@@ -78,7 +78,7 @@ def main() -> None:
     from abductune.datasets.bundled import find_bundled
     from abductune.datasets.format import read_dataset
     from abductune.search import Budget
-    from abductune.sweep import local_hardware
+    from abductune.hardware import local_hardware
     from abductune.tune import tune_one
 
     spec = kernels.get("matmul_fp16")

@@ -48,7 +48,7 @@ def main(verbose: bool) -> None:
 
 def _expand_datasets(items: tuple[str, ...]) -> list[Path]:
     from .datasets.public import public_data_dir
-    from .harvest import expand_dataset_args
+    from .datasets.paths import expand_dataset_args
 
     if "public" in items and public_data_dir() is None:
         raise AbductuneError("the public datasets folder was not found: put shared/datasets/"
@@ -298,9 +298,113 @@ def sweep_cmd(kernel: str, shapes: str | None, out_dir: str, workers: int | None
 
 
 def _register_harvest() -> None:
-    from .harvest import harvest_cmd
+    """Add `abductune harvest` (the algorithm is `heuristics.harvest`, the report
+    `heuristics.coverage`; this is only the command line around them)."""
 
-    main.add_command(harvest_cmd)
+    @main.command(name="harvest")
+    @click.argument("datasets", nargs=-1)
+    @click.option("--from-store", "from_store", is_flag=True,
+                  help="Harvest the measurements in the store as well.")
+    @click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
+                  help="Store file (default: $ABDUCTUNE_STORE or the user cache).")
+    @click.option("--out", "out", type=click.Path(), default=None,
+                  help="Database to build or update: a .json file, or a folder (one file per "
+                       "hardware). Rules already there stay unless a harvested rule has their key.")
+    @click.option("--replace", is_flag=True, help="Start from an empty database instead of updating --out.")
+    @click.option("--margin", type=float, default=0.05, show_default=True,
+                  help="Keep a template only when it alone is at least this much faster than the "
+                       "space's default config (0.05: at most 0.95x the default's time).")
+    @click.option("--top", type=int, default=8, show_default=True,
+                  help="Candidate templates: the fastest N configs of each shape.")
+    @click.option("--keep", type=int, default=3, show_default=True, help="Templates kept per rule.")
+    @click.option("--granularity", type=int, default=2, show_default=True,
+                  help="Shape buckets: dims rounded up to powers of 2**granularity.")
+    @click.option("--levels", default="name,family,any", show_default=True,
+                  help="Hardware levels to write rules for: the GPU's name, its family, any GPU.")
+    @click.option("--exact", is_flag=True, help="Also write one exact-dims rule per shape (for --vllm-export).")
+    @click.option("--vllm-import", "vllm_import", multiple=True, type=click.Path(exists=True),
+                  help="vLLM fused-MoE config files or folders to import as rules (repeatable).")
+    @click.option("--vllm-export", "vllm_export", type=click.Path(file_okay=False), default=None,
+                  help="Write the database's exact E/N/M rules as vLLM config files into this folder.")
+    @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
+                  help="Write the coverage report to this JSON file.")
+    def harvest_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | None,
+                    out: str | None, replace: bool, margin: float, top: int, keep: int,
+                    granularity: int, levels: str, exact: bool, vllm_import: tuple[str, ...],
+                    vllm_export: str | None, json_out: str | None) -> None:
+        """Build or update the observed-heuristics database from recorded datasets (files,
+        folders, 'public', 'bundled'), the store, and vLLM config files; report coverage."""
+        from .datasets.paths import expand_dataset_args
+        from .heuristics.coverage import coverage, summarize
+        from .heuristics.harvest import harvest, observations_from_datasets, observations_from_store
+        from .heuristics.observed import Database
+        from .heuristics.vllm import export_vllm, import_vllm
+
+        if not datasets and not from_store and not vllm_import:
+            raise click.UsageError("give datasets, --from-store, or --vllm-import")
+        db = Database()
+        if out and not replace and Path(out).exists():
+            db = Database.load(out)
+            console.print(f"updating {out}: {len(db)} rule(s) there")
+        obs = []
+        if datasets:
+            paths = expand_dataset_args(datasets)
+            with console.status(f"reading {len(paths)} dataset(s)"):
+                obs += observations_from_datasets(paths)
+        if from_store:
+            from .store import Store
+            with Store(store_path) as store:
+                obs += observations_from_store(store)
+        n_before = len(db)
+        result = None
+        if obs:
+            with console.status(f"harvesting {len(obs)} observation(s)"):
+                result = harvest(obs, margin=margin, top=top, keep=keep, granularity=granularity,
+                                 levels=_csv(levels), exact=exact, database=db)
+        if vllm_import:
+            import_vllm(vllm_import, db)
+        if result is not None:  # how to rebuild it, saved with the database
+            db.meta["harvest"] = {"datasets": list(datasets), "from_store": from_store,
+                                  "margin": margin, "top": top, "keep": keep,
+                                  "granularity": granularity, "levels": levels, "exact": exact}
+        checks = coverage(db, obs, granularity) if obs else []
+        if result is not None:
+            dropped = [g for g in result.groups if not g.kept]
+            console.print(f"{len(obs)} observation(s): {result.rules_added} rule(s) kept, "
+                          f"{len(dropped)} group(s) dropped (margin {margin:.0%})")
+            for g in dropped[:20]:
+                k = g.key
+                console.print(f"  dropped {k['hardware']} {k['kernel_class']} {k['bucket']} "
+                              f"{k['dtype_family']}: {g.reason}")
+            if len(dropped) > 20:
+                console.print(f"  ... and {len(dropped) - 20} more")
+        if checks:
+            fmt = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+            table = Table(title="coverage (in-sample: what the database seeds for each recorded shape)")
+            for col in ("hardware", "kernel", "shapes", "bucket rule", "fallback only", "no rule",
+                        "seed/opt", "default/opt"):
+                table.add_column(col, justify="left" if col in ("hardware", "kernel") else "right")
+            for r in summarize(checks):
+                table.add_row(r["hardware"], r["kernel"], str(r["shapes"]), f"{r['bucket_rule']:.0%}",
+                              f"{r['fallback_rule']:.0%}", f"{r['no_rule']:.0%}",
+                              fmt(r["seed_over_optimum_geomean"]), fmt(r["default_over_optimum_geomean"]))
+            console.print(table)
+        console.print(f"database: {len(db)} rule(s) ({len(db) - n_before:+d})")
+        if out:
+            for p in db.save(out):
+                console.print(f"wrote {p}")
+        else:
+            console.print("nothing written (give --out to save the database)")
+        if vllm_export:
+            for p in export_vllm(db, vllm_export):
+                console.print(f"wrote {p}")
+        if json_out:
+            Path(json_out).write_text(json.dumps({
+                "rules": len(db), "margin": margin, "granularity": granularity,
+                "coverage": [c.to_dict() for c in checks], "summary": summarize(checks),
+                "groups": [{"key": g.key, "shapes": g.shapes, "kept": g.kept, "reason": g.reason,
+                            "best": g.best} for g in (result.groups if result else [])]},
+                indent=1), encoding="utf-8")
 
 
 _register_harvest()

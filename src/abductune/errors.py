@@ -15,3 +15,8 @@ class DatasetError(AbductuneError):
 
 class StoreError(AbductuneError):
     """The measurement store is unreadable or was written by an incompatible version."""
+
+
+class InvalidSeed(AbductuneError):
+    """A seed config (from a heuristic or the observed database) that cannot be read against
+    the space: an unknown parameter name or a value of the wrong kind."""

@@ -106,34 +106,160 @@ KNOWN_GPUS: dict[str, HardwareInfo] = {
                      peak_flops={"fp16": 1307 * T, "bf16": 1307 * T, "tf32": 654 * T, "fp32": 163 * T,
                                  "fp8": 2615 * T, "int8": 2615 * T},
                      mem_bandwidth=5.3e12, l2_bytes=256 * 1024 * KB, family="cdna3"),
+        # Workstation and consumer GPUs seen in the public datasets (shared/datasets/public) and
+        # in issue reports. Dense peaks; "fp16" is the tensor-core rate with FP32 accumulation,
+        # which is what tl.dot on fp16 inputs runs at (GeForce boards do it at half the FP16-
+        # accumulate rate). Per-SM limits (shared memory, threads, blocks) are the CUDA C++
+        # Programming Guide's "technical specifications per compute capability" table.
+        # Source: NVIDIA Turing GPU Architecture whitepaper (2018), Appendix A (reference boards).
+        HardwareInfo("RTX 2080 Ti", "nvidia", (7, 5), 68, 64 * KB, 64 * KB, max_threads_per_sm=1024,
+                     max_blocks_per_sm=16,
+                     peak_flops={"fp16": 53.8 * T, "fp32": 13.4 * T, "int8": 215.2 * T},
+                     mem_bandwidth=616e9, l2_bytes=5632 * KB, family="turing"),
+        # Source: Turing whitepaper and NVIDIA TITAN RTX product page (full-rate FP32 accumulate).
+        HardwareInfo("TITAN RTX", "nvidia", (7, 5), 72, 64 * KB, 64 * KB, max_threads_per_sm=1024,
+                     max_blocks_per_sm=16,
+                     peak_flops={"fp16": 130.5 * T, "fp32": 16.3 * T, "int8": 261 * T},
+                     mem_bandwidth=672e9, l2_bytes=6 * 1024 * KB, family="turing"),
+        # Source: NVIDIA Ampere GA102 GPU Architecture whitepaper (2020), Appendix A.
+        HardwareInfo("RTX 3090", "nvidia", (8, 6), 82, 100 * KB, 99 * KB, max_threads_per_sm=1536,
+                     max_blocks_per_sm=16,
+                     peak_flops={"fp16": 71 * T, "bf16": 71 * T, "tf32": 35.6 * T, "fp32": 35.6 * T,
+                                 "int8": 284 * T},
+                     mem_bandwidth=936e9, l2_bytes=6 * 1024 * KB, family="ampere"),
+        # Source: GA102 whitepaper, Appendix A (RTX A6000 column).
+        HardwareInfo("RTX A6000", "nvidia", (8, 6), 84, 100 * KB, 99 * KB, max_threads_per_sm=1536,
+                     max_blocks_per_sm=16,
+                     peak_flops={"fp16": 154.8 * T, "bf16": 154.8 * T, "tf32": 77.4 * T,
+                                 "fp32": 38.7 * T, "int8": 309.7 * T},
+                     mem_bandwidth=768e9, l2_bytes=6 * 1024 * KB, family="ampere"),
+        # Source: NVIDIA RTX A4000 datasheet (2021): 19.2 TFLOPS FP32, 153.4 tensor TFLOPS with
+        # sparsity (76.7 dense), 448 GB/s; 48 SMs of GA104.
+        HardwareInfo("RTX A4000", "nvidia", (8, 6), 48, 100 * KB, 99 * KB, max_threads_per_sm=1536,
+                     max_blocks_per_sm=16,
+                     peak_flops={"fp16": 76.7 * T, "bf16": 76.7 * T, "tf32": 38.4 * T,
+                                 "fp32": 19.2 * T, "int8": 153.4 * T},
+                     mem_bandwidth=448e9, l2_bytes=4 * 1024 * KB, family="ampere"),
+        # Source: NVIDIA GeForce RTX 3060 Laptop GPU specifications (30 SMs of GA106, boost up to
+        # 1703 MHz depending on the laptop's power limit, 192-bit GDDR6 at 14 Gbps), with the
+        # GA10x per-SM rates of the GA102 whitepaper; peaks are at the highest boost clock.
+        HardwareInfo("RTX 3060 Laptop", "nvidia", (8, 6), 30, 100 * KB, 99 * KB,
+                     max_threads_per_sm=1536, max_blocks_per_sm=16,
+                     peak_flops={"fp16": 26.2 * T, "bf16": 26.2 * T, "tf32": 13.1 * T,
+                                 "fp32": 13.1 * T, "int8": 104.6 * T},
+                     mem_bandwidth=336e9, l2_bytes=3 * 1024 * KB, family="ampere"),
+        # Source: NVIDIA Ada GPU Architecture whitepaper (2022), Appendix A.
+        HardwareInfo("RTX 4090", "nvidia", (8, 9), 128, 100 * KB, 99 * KB, max_threads_per_sm=1536,
+                     max_blocks_per_sm=24,
+                     peak_flops={"fp16": 165.2 * T, "bf16": 165.2 * T, "tf32": 82.6 * T,
+                                 "fp32": 82.6 * T, "fp8": 330.3 * T, "int8": 660.6 * T},
+                     mem_bandwidth=1008e9, l2_bytes=72 * 1024 * KB, family="ada"),
+        # Source: NVIDIA GeForce GTX 1080 Ti specifications and Pascal GP102 (no tensor cores;
+        # FP16 runs at 1/64 of FP32; int8 is DP4A).
+        HardwareInfo("GTX 1080 Ti", "nvidia", (6, 1), 28, 96 * KB, 48 * KB,
+                     peak_flops={"fp16": 0.177 * T, "fp32": 11.3 * T, "int8": 45.2 * T},
+                     mem_bandwidth=484e9, l2_bytes=2816 * KB, family="pascal"),
+        # Source: NVIDIA Tesla V100 datasheet (2018).
+        HardwareInfo("V100-SXM2", "nvidia", (7, 0), 80, 96 * KB, 96 * KB,
+                     peak_flops={"fp16": 125 * T, "fp32": 15.7 * T},
+                     mem_bandwidth=900e9, l2_bytes=6 * 1024 * KB, family="volta"),
+        HardwareInfo("V100-PCIe", "nvidia", (7, 0), 80, 96 * KB, 96 * KB,
+                     peak_flops={"fp16": 112 * T, "fp32": 14 * T},
+                     mem_bandwidth=900e9, l2_bytes=6 * 1024 * KB, family="volta"),
+        # Source: NVIDIA A100 datasheet (2021): the 40 GB boards have 1,555 GB/s.
+        HardwareInfo("A100-PCIe-40GB", "nvidia", (8, 0), 108, 164 * KB, 163 * KB,
+                     peak_flops={"fp16": 312 * T, "bf16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T,
+                                 "int8": 624 * T},
+                     mem_bandwidth=1.555e12, l2_bytes=40 * 1024 * KB, family="ampere"),
+        HardwareInfo("A100-SXM-40GB", "nvidia", (8, 0), 108, 164 * KB, 163 * KB,
+                     peak_flops={"fp16": 312 * T, "bf16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T,
+                                 "int8": 624 * T},
+                     mem_bandwidth=1.555e12, l2_bytes=40 * 1024 * KB, family="ampere"),
+        # Source: AMD Instinct MI250X product page and ROCm "GPU hardware specifications" table.
+        # One process sees one of its two GCDs, so these are per-GCD figures (half the package):
+        # 110 CUs, 64 KiB LDS, 8 MiB L2, 512 KiB VGPRs per CU, 1.64 TB/s.
+        HardwareInfo("MI250X", "amd", (9, 0), 110, 64 * KB, 64 * KB, warp_size=64,
+                     regs_per_sm=131072,
+                     peak_flops={"fp16": 191.5 * T, "bf16": 191.5 * T, "fp32": 47.9 * T,
+                                 "int8": 191.5 * T},
+                     mem_bandwidth=1.6384e12, l2_bytes=8 * 1024 * KB, family="cdna2"),
+        # Source: AMD Radeon PRO W7800 product page (70 CUs, 45.2 TFLOPS FP32, 90.5 FP16,
+        # 576 GB/s, 64 MB Infinity Cache) and the ROCm hardware table (gfx1100, wave32, 6 MiB L2,
+        # 384 KiB VGPRs per CU).
+        HardwareInfo("W7800", "amd", (11, 0), 70, 64 * KB, 64 * KB, warp_size=32,
+                     regs_per_sm=98304, max_threads_per_sm=1024,
+                     peak_flops={"fp16": 90.5 * T, "bf16": 90.5 * T, "fp32": 45.2 * T},
+                     mem_bandwidth=576e9, l2_bytes=6 * 1024 * KB, family="rdna3"),
     ]
 }
 
-# Patterns over device names as drivers report them ("NVIDIA H100 80GB HBM3", ...).
-_NAME_PATTERNS = [
-    (r"H100.*PCIe", "H100-PCIe"),
-    (r"H100", "H100-SXM"),
+# How a name as drivers, file names and users write it ("NVIDIA GeForce RTX 3090",
+# "RTX_3090", "A100-PCIE-40GB") maps to table entries: the first matching rule wins; a tuple
+# means the name does not say which variant, and `lookup` refuses to pick one. Matching is
+# case-insensitive with '_' read as a space.
+_NAME_RULES: list[tuple[str, str | tuple[str, ...]]] = [
+    (r"\bH100\b.*PCI", "H100-PCIe"),
+    (r"\bH100\b.*(SXM|HBM3)", "H100-SXM"),  # drivers call the SXM board "H100 80GB HBM3"
+    (r"\bH100\b", ("H100-SXM", "H100-PCIe")),
     (r"H200", "H200"),
-    (r"A100.*PCI", "A100-PCIe"),
-    (r"A100", "A100-SXM"),
-    (r"L40S", "L40S"),
-    (r"B200", "B200"),
-    (r"MI300X", "MI300X"),
+    (r"\bA100\b.*(PCI.*40\s*GB|40\s*GB.*PCI)", "A100-PCIe-40GB"),
+    (r"\bA100\b.*PCI", "A100-PCIe"),
+    (r"\bA100\b.*(SXM.*40\s*GB|40\s*GB.*SXM)", "A100-SXM-40GB"),
+    (r"\bA100\b.*SXM", "A100-SXM"),
+    (r"\bA100\b", ("A100-SXM", "A100-PCIe", "A100-SXM-40GB", "A100-PCIe-40GB")),
+    (r"\bV100\b.*PCI", "V100-PCIe"),
+    (r"\bV100\b.*SXM", "V100-SXM2"),
+    (r"\bV100\b", ("V100-SXM2", "V100-PCIe")),
+    (r"\bL40S\b", "L40S"),
+    (r"\bB200\b", "B200"),
+    (r"\bMI300X\b", "MI300X"),
+    (r"\bMI250X\b", "MI250X"),
+    (r"\bW7800\b", "W7800"),
+    (r"\bRTX[\s-]*2080[\s-]*Ti\b", "RTX 2080 Ti"),
+    (r"\bTITAN[\s-]*RTX\b|\bRTX[\s-]*TITAN\b", "TITAN RTX"),
+    (r"\bRTX[\s-]*3090\b(?![\s-]*Ti)", "RTX 3090"),
+    (r"\bRTX[\s-]*3060\b.*\b(Laptop|Mobile)\b", "RTX 3060 Laptop"),
+    (r"\bRTX[\s-]*4090\b(?![\s-]*D\b)", "RTX 4090"),
+    (r"\bA6000\b", "RTX A6000"),
+    (r"\bA4000\b", "RTX A4000"),
+    (r"\bGTX[\s-]*1080[\s-]*Ti\b", "GTX 1080 Ti"),
 ]
 
 
-def lookup(name: str, *, strict: bool = True) -> HardwareInfo | None:
-    """Find a known GPU by table name or by the device name a driver reports."""
-    if name in KNOWN_GPUS:
-        return KNOWN_GPUS[name]
-    for pat, key in _NAME_PATTERNS:
-        if re.search(pat, name, re.IGNORECASE):
-            return KNOWN_GPUS[key]
-    if strict:
-        raise AbductuneError(
-            f"unknown GPU {name!r}; known: {', '.join(KNOWN_GPUS)} (or pass a HardwareInfo)")
-    return None
+def _squash(name: str) -> str:
+    return re.sub(r"[\s_-]+", "", name).lower()
 
+
+_BY_SQUASHED = {_squash(k): k for k in KNOWN_GPUS}
+
+
+def candidates(name: str) -> tuple[str, ...]:
+    """The table entries `name` may mean: one when it names a GPU, several when it names a
+    family without saying which variant ("A100"), none when it is unknown."""
+    key = _BY_SQUASHED.get(_squash(name))
+    if key is not None:
+        return (key,)
+    text = name.replace("_", " ")
+    for pat, target in _NAME_RULES:
+        if re.search(pat, text, re.IGNORECASE):
+            return (target,) if isinstance(target, str) else target
+    return ()
+
+
+def lookup(name: str, *, strict: bool = True) -> HardwareInfo | None:
+    """Find a known GPU by table name or by the device name a driver reports. A name that is
+    unknown, or that does not say which variant it is ("A100": SXM or PCIe, 40 or 80 GB),
+    raises AbductuneError listing the choices; with `strict=False` it gives None instead."""
+    found = candidates(str(name))
+    if len(found) == 1:
+        return KNOWN_GPUS[found[0]]
+    if not strict:
+        return None
+    if found:
+        raise AbductuneError(f"GPU name {name!r} does not say which variant it is: give one of "
+                             f"{', '.join(found)}")
+    raise AbductuneError(f"unknown GPU {name!r}; known GPUs: {', '.join(KNOWN_GPUS)} (driver names "
+                         "such as 'NVIDIA GeForce RTX 3090' also work)")
 
 def matches(hw: HardwareInfo, *, vendor: str | None = None, min_cc: tuple[int, int] | None = None,
             max_cc: tuple[int, int] | None = None, family: str | None = None,
@@ -150,3 +276,104 @@ def matches(hw: HardwareInfo, *, vendor: str | None = None, min_cc: tuple[int, i
     if name_pattern is not None and not re.search(name_pattern, hw.name, re.IGNORECASE):
         return False
     return True
+
+
+# ----------------------------------------------------------------------------- predicates
+# Heuristics and theories ask "is this Hopper?" of a HardwareInfo, a driver name or nothing.
+
+def as_hardware(hw: HardwareInfo | str | None) -> HardwareInfo | None:
+    """A HardwareInfo from itself, a known name / driver device name, or None. An unknown
+    name becomes a bare HardwareInfo of unknown vendor (so no vendor criterion matches it)."""
+    if hw is None or isinstance(hw, HardwareInfo):
+        return hw
+    found = lookup(str(hw), strict=False)
+    return found if found is not None else HardwareInfo(name=str(hw), vendor="unknown")
+
+
+def hardware_matches(hw: HardwareInfo | str | None, *, vendor: str | None = None,
+                     min_cc: tuple[int, int] | None = None, max_cc: tuple[int, int] | None = None,
+                     family: str | None = None, name_pattern: str | None = None) -> bool:
+    """`matches` that accepts a name and answers False for unknown hardware when any
+    criterion is given (True when none is)."""
+    crit = (vendor, min_cc, max_cc, family, name_pattern)
+    h = as_hardware(hw)
+    if h is None:
+        return all(c is None for c in crit)
+    return matches(h, vendor=vendor, min_cc=min_cc, max_cc=max_cc, family=family,
+                   name_pattern=name_pattern)
+
+
+def is_nvidia(hw: HardwareInfo | str | None) -> bool:
+    return hardware_matches(hw, vendor="nvidia")
+
+
+def is_amd(hw: HardwareInfo | str | None) -> bool:
+    return hardware_matches(hw, vendor="amd")
+
+
+def is_hopper(hw: HardwareInfo | str | None) -> bool:
+    """NVIDIA sm_90 (H100, H200, GH200)."""
+    return hardware_matches(hw, vendor="nvidia", min_cc=(9, 0), max_cc=(9, 9))
+
+
+def sm_count(hw: HardwareInfo | None, default: int = 108) -> int:
+    """The SM count, or `default` (an A100's) when the hardware is unknown."""
+    return hw.sms if hw is not None and hw.sms else default
+
+
+# ----------------------------------------------------------------------------- this machine
+
+def local_hardware() -> HardwareInfo:
+    """The local GPU as a HardwareInfo (known table entry, corrected by device properties)."""
+    try:
+        import torch
+    except ImportError:
+        raise AbductuneError("torch is not installed: live measurement needs "
+                             "`pip install abductune[gpu]`") from None
+    if not torch.cuda.is_available():
+        raise AbductuneError("no CUDA GPU is visible: live measurement needs one")
+    props = torch.cuda.get_device_properties(0)
+    known = lookup(props.name, strict=False)
+    cc = (props.major, props.minor)
+    if known is None:
+        return HardwareInfo(props.name, "nvidia", cc, props.multi_processor_count,
+                            l2_bytes=getattr(props, "L2_cache_size", 0))
+    return known.with_measured(sms=props.multi_processor_count, compute_capability=cc)
+
+
+# the toolchain entries that change what a compiled kernel does; the rest (date, driver,
+# device name) describe a recording but must not split the store's contexts
+TOOLCHAIN_KEY_FIELDS = ("torch", "triton")
+
+
+def toolchain() -> dict[str, Any]:
+    """Versions of what compiles and runs kernels here (python, torch, triton, cuda, and with
+    a GPU its name and driver), plus the date, for dataset headers and the store."""
+    import datetime as dt
+    import platform
+
+    info: dict[str, Any] = {"python": platform.python_version(),
+                            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
+    try:
+        import torch
+        import triton
+    except ImportError:
+        return info
+    info.update(torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda)
+    if torch.cuda.is_available():
+        info["device_name"] = torch.cuda.get_device_name()
+        try:
+            import pynvml  # nvidia-ml-py
+
+            pynvml.nvmlInit()
+            info["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        except Exception:  # noqa: BLE001 - optional
+            pass
+    return info
+
+
+def toolchain_key(info: dict[str, Any] | None = None) -> str:
+    """"torch=2.4.1;triton=3.4.0" from `toolchain()` (or `info`): the versions that decide
+    whether a stored measurement still holds; "" without torch and triton."""
+    info = toolchain() if info is None else info
+    return ";".join(f"{k}={info[k]}" for k in TOOLCHAIN_KEY_FIELDS if info.get(k))

@@ -68,6 +68,7 @@ class SessionResult:
     heuristics: list[Any] = field(default_factory=list)
     timing: dict[str, float] = field(default_factory=dict)  # wall seconds per phase
     noise: float = NOISE_FLOOR
+    events: list[dict[str, Any]] = field(default_factory=list)  # the strategy's provenance log
 
     @property
     def total_evaluations(self) -> int:
@@ -237,10 +238,12 @@ class Session:
         result = SessionResult(self.problem, self.strategy.name, winner, res.evaluations, spent,
                                self.evaluator.clock - clock0, wall, self.run_id,
                                last.id if last else None, res.history, base, runoff, res.trace,
-                               self.heuristics, dict(self.timing), noise)
+                               self.heuristics, dict(self.timing), noise, res.events)
         summary = {"evaluations": res.evaluations, "spent_before": spent, "seconds": result.seconds,
                    "wall_s": wall, "timing": self.timing,
-                   "winner_ms": winner.time_ms if winner is not None else None}
+                   "winner_ms": winner.time_ms if winner is not None else None,
+                   "seeds": [{"config": s.config, "source": s.source} for s in self.seeds],
+                   "runoff_ids": [m.id for m in runoff], "events": res.events}
         store.finish_run(self.run_id, "done", winner_id=winner.id if winner else None, summary=summary)
         return result
 

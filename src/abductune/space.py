@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
+import numpy as np
+
 from .errors import SpaceError
 
 Config = dict[str, Any]
@@ -168,8 +170,7 @@ def Bool(name: str, role: str | None = None, default: bool | None = None) -> Par
 
 _ALLOWED_NODES = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
-    # no ast.Pow: 9**9**9 in a dataset header would hang enumeration
-    ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod,
+    ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow,
     ast.LShift, ast.RShift, ast.BitAnd, ast.BitOr, ast.BitXor, ast.Invert,
     ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.In, ast.NotIn,
     ast.Name, ast.Load, ast.Constant, ast.Tuple, ast.List, ast.Set, ast.IfExp, ast.Call,
@@ -177,10 +178,73 @@ _ALLOWED_NODES = (
 _FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "abs": abs, "int": int,
                                          "log2": math.log2, "ceil": math.ceil, "floor": math.floor}
 
+# Bounds on what one constraint may build, so a dataset header cannot exhaust memory or time
+# (`1 << (1 << 36)` is 8 GiB, `9 ** 9 ** 9` hangs, `(0,) * 10**9` is a huge tuple). No launch
+# parameter comes near them.
+MAX_SHIFT = 64
+MAX_EXPONENT = 64
+MAX_INT = 1 << 128
+MAX_SEQUENCE = 4096
+
+
+class _Unbounded(Exception):
+    """An operation in a constraint would exceed the bounds above."""
+
+
+def _check_int(v: Any, op: str) -> Any:
+    if type(v) is int and not -MAX_INT <= v <= MAX_INT:
+        raise _Unbounded(f"'{op}' gives an integer beyond 2**128")
+    return v
+
+
+def _shl(a: Any, b: Any) -> Any:
+    if isinstance(b, int) and b > MAX_SHIFT:
+        raise _Unbounded(f"shift by {b} exceeds {MAX_SHIFT}")
+    return _check_int(a << b, "<<")
+
+
+def _pow(a: Any, b: Any) -> Any:
+    if isinstance(b, (int, float)) and abs(b) > MAX_EXPONENT:
+        raise _Unbounded(f"exponent {b} exceeds {MAX_EXPONENT}")
+    return _check_int(a ** b, "**")
+
+
+def _mul(a: Any, b: Any) -> Any:
+    # sequence repetition: check the length before building it
+    for seq, n in ((a, b), (b, a)):
+        if isinstance(seq, (str, tuple, list)) and isinstance(n, int) and len(seq) * n > MAX_SEQUENCE:
+            raise _Unbounded(f"repetition builds a sequence longer than {MAX_SEQUENCE}")
+    return _check_int(a * b, "*")
+
+
+# AST names that no parsed expression can write (not identifiers), so they cannot be called
+_GUARDS: dict[type, tuple[str, Callable[[Any, Any], Any]]] = {
+    ast.LShift: ("<shl>", _shl), ast.Pow: ("<pow>", _pow), ast.Mult: ("<mul>", _mul)}
+
+
+class _Guard(ast.NodeTransformer):
+    """Turn `a << b`, `a ** b` and `a * b` into calls of the bounded versions."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        guard = _GUARDS.get(type(node.op))
+        if guard is None:
+            return node
+        return ast.copy_location(ast.Call(func=ast.Name(id=guard[0], ctx=ast.Load()),
+                                          args=[node.left, node.right], keywords=[]), node)
+
+
+def _config_text(cfg: Mapping[str, Any]) -> str:
+    try:
+        return repr(dict(cfg))
+    except Exception:  # noqa: BLE001 - only used to word an error
+        return repr(cfg)
+
 
 @dataclass(frozen=True)
 class Constraint:
-    """A predicate over a config: a whitelisted expression string, or a callable with a key."""
+    """A predicate over a config: a whitelisted expression string, or a callable with a key.
+    `fn` raises SpaceError (naming the constraint and the config) when evaluation fails."""
 
     source: str
     fn: Callable[[Mapping[str, Any]], bool] = field(compare=False, repr=False)
@@ -193,13 +257,20 @@ class Constraint:
 def parse_constraint(expr: str, param_names: Iterable[str],
                      constants: Mapping[str, Any] | None = None) -> Constraint:
     """Compile `expr` after checking every AST node against a whitelist; names must be
-    parameter names, `constants`, or the functions min/max/abs/int/log2/ceil/floor."""
+    parameter names, `constants`, or the functions min/max/abs/int/log2/ceil/floor.
+    Evaluation is bounded (shifts, exponents, integers and repeated sequences are capped) and
+    an expression that raises for some config raises SpaceError naming it and the config."""
+    if not isinstance(expr, str):
+        raise SpaceError(f"constraint {expr!r} is not an expression string")
     params = set(param_names)
     consts = dict(constants or {})
+    src = expr.strip()
     try:
-        tree = ast.parse(expr.strip(), mode="eval")
+        tree = ast.parse(src, mode="eval")
     except SyntaxError as e:
         raise SpaceError(f"constraint {expr!r} is not a valid expression: {e.msg}") from None
+    except ValueError as e:  # e.g. a NUL byte in the text
+        raise SpaceError(f"constraint {expr!r} is not a valid expression: {e}") from None
     used: set[str] = set()
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
@@ -216,18 +287,46 @@ def parse_constraint(expr: str, param_names: Iterable[str],
             elif node.id not in consts and node.id not in _FUNCS:
                 raise SpaceError(f"constraint {expr!r} names {node.id!r}, which is not a parameter "
                                  f"(parameters: {', '.join(sorted(params))})")
-    code = compile(tree, f"<constraint {expr}>", "eval")
-    glb = {"__builtins__": {}, **_FUNCS, **consts}
+        if isinstance(node, ast.Constant) and type(node.value) is int and abs(node.value) > MAX_INT:
+            raise SpaceError(f"constraint {expr!r} holds the integer {node.value}, beyond 2**128")
+        if (isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes))
+                and len(node.value) > MAX_SEQUENCE):
+            raise SpaceError(f"constraint {expr!r} holds a string longer than {MAX_SEQUENCE}")
+    tree = ast.fix_missing_locations(_Guard().visit(tree))
+    code = compile(tree, f"<constraint {src}>", "eval")
+    glb = {"__builtins__": {}, **_FUNCS, **consts, **{n: f for n, f in _GUARDS.values()}}
 
     def fn(cfg: Mapping[str, Any]) -> bool:
-        return eval(code, glb, cfg)  # noqa: S307 - code is whitelisted above
+        try:
+            return eval(code, glb, cfg)  # noqa: S307 - code is whitelisted above
+        except _Unbounded as e:
+            raise SpaceError(f"constraint {src!r} is unbounded for config {_config_text(cfg)}: {e}; "
+                             "keep shifts and exponents at most 64 and integers within 2**128") from None
+        except SpaceError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure of a user expression is a user error
+            raise SpaceError(f"constraint {src!r} cannot be evaluated for config {_config_text(cfg)}: "
+                             f"{type(e).__name__}: {e}; rewrite it so it is true or false for every "
+                             "config (e.g. guard a division with 'num_warps != 4 and ...')") from None
 
-    return Constraint(expr.strip(), fn, frozenset(used))
+    return Constraint(src, fn, frozenset(used))
 
 
 def callable_constraint(fn: Callable[[Mapping[str, Any]], bool], key: str | None = None) -> Constraint:
-    """Wrap a Python callable; `key` names it in the fingerprint (defaults to its qualname)."""
-    return Constraint(key or f"callable:{getattr(fn, '__qualname__', repr(fn))}", fn)
+    """Wrap a Python callable; `key` names it in the fingerprint (defaults to its qualname).
+    An exception from the callable becomes a SpaceError naming the key and the config."""
+    name = key or f"callable:{getattr(fn, '__qualname__', repr(fn))}"
+
+    def safe(cfg: Mapping[str, Any]) -> bool:
+        try:
+            return fn(cfg)
+        except SpaceError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a user callable may raise anything
+            raise SpaceError(f"constraint {name!r} raised {type(e).__name__}: {e} for config "
+                             f"{_config_text(cfg)}") from e
+
+    return Constraint(name, safe)
 
 
 # ---------------------------------------------------------------------------- space
@@ -262,6 +361,8 @@ class Space:
         self.constraints: tuple[Constraint, ...] = tuple(cons)
         self._valid: list[Config] | None = None
         self._valid_keys: dict[tuple, int] | None = None
+        # valid configs as value indices (n, P) and the ordered mask (P,), for nearest_valid
+        self._valid_index: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- basic facts
     def __getitem__(self, name: str) -> Param:
@@ -358,12 +459,19 @@ class Space:
             out[k] = self[k].clamp(v)
         return out
 
-    def complete(self, partial: Mapping[str, Any], base: Mapping[str, Any] | None = None) -> Config:
+    def complete(self, partial: Mapping[str, Any], base: Mapping[str, Any] | None = None,
+                 caps: Mapping[str, Any] | None = None) -> Config:
         """Merge a partial config onto `base` (default: the space default), clamp it into the
-        domains, and return it if valid, else the nearest valid config."""
+        domains and under `caps` (parameter -> largest allowed value), and return it if valid,
+        else the nearest valid config that keeps the partial's own values where it can."""
         merged = dict(self.default() if base is None else base)
         merged.update(self.clamp(partial))
-        return merged if self.satisfies(merged) else self.nearest_valid(merged, prefer=partial.keys())
+        for n, cap in (caps or {}).items():
+            if self[n].index(merged[n]) > self[n].index(cap):
+                merged[n] = cap
+        if self.satisfies(merged):
+            return merged
+        return self.nearest_valid(merged, prefer=partial.keys(), caps=caps)
 
     def distance(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> float:
         """Sum over parameters of index distance (ordered) or 0/1 mismatch (unordered)."""
@@ -375,27 +483,42 @@ class Space:
                 d += float(a[p.name] != b[p.name])
         return d
 
-    def nearest_valid(self, cfg: Mapping[str, Any], prefer: Iterable[str] = ()) -> Config:
-        """Valid config closest to `cfg`; keys in `prefer` move only when no valid config keeps
-        them (their weight exceeds any possible distance over the other keys)."""
+    def nearest_valid(self, cfg: Mapping[str, Any], prefer: Iterable[str] = (),
+                      caps: Mapping[str, Any] | None = None) -> Config:
+        """Valid config closest to `cfg` by `distance`; ties go to the first in
+        `valid_configs()` order. Keys in `prefer` move only when no valid config keeps them
+        (their weight exceeds any possible distance over the other keys). With `caps`
+        (parameter -> largest allowed value), only configs within every cap count, unless
+        none is. Vectorised over a cached index matrix: one call costs O(configs x params)
+        in numpy, not in Python (it runs in every TPE and GA step)."""
         target = self.clamp({**{p.name: p.default_value for p in self.params}, **cfg})
-        big = float(sum(len(p.values) for p in self.params) + 1)
+        cap_idx = {self.names.index(self[n].name): self[n].index(c) for n, c in (caps or {}).items()}
+        t = np.array([p.index(target[p.name]) for p in self.params], dtype=np.int32)
+        if all(t[j] <= c for j, c in cap_idx.items()) and self.satisfies(target):
+            return target  # distance 0: nothing is nearer
+        idx, ordered = self._index_matrix()
+        big = sum(len(p.values) for p in self.params) + 1
         pref = set(prefer)
-        w = {n: (big if n in pref else 1.0) for n in self.names}
-        best, best_d = None, math.inf
-        for c in self.valid_configs():
-            d = 0.0
-            for p in self.params:
-                if p.ordered:
-                    d += w[p.name] * abs(p.index(c[p.name]) - p.index(target[p.name]))
-                else:
-                    d += w[p.name] * (c[p.name] != target[p.name])
-                if d >= best_d:
-                    break
-            if d < best_d:
-                best, best_d = c, d
-        assert best is not None
-        return dict(best)
+        w = np.array([big if n in pref else 1 for n in self.names], dtype=np.int64)
+        diff = np.abs(idx - t)
+        diff = np.where(ordered, diff, diff != 0)
+        dist = diff @ w
+        if cap_idx:
+            ok = np.ones(len(idx), dtype=bool)
+            for j, c in cap_idx.items():
+                ok &= idx[:, j] <= c
+            if ok.any():
+                dist = np.where(ok, dist, np.iinfo(np.int64).max)
+        return dict(self.valid_configs()[int(np.argmin(dist))])
+
+    def _index_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """(value index of every valid config (n, P), ordered mask (P,)), built once."""
+        if self._valid_index is None:
+            valid = self.valid_configs()
+            cols = [[p.index(c[p.name]) for c in valid] for p in self.params]
+            idx = np.array(cols, dtype=np.int32).T.copy()
+            self._valid_index = (idx, np.array([p.ordered for p in self.params], dtype=bool))
+        return self._valid_index
 
     # -- neighbourhoods
     def neighbours(self, cfg: Mapping[str, Any], radius: int = 1) -> list[Config]:

@@ -8,24 +8,20 @@ cache hit for the next, so the first real compile time is kept (`compile_times.j
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import os
-import platform
 from pathlib import Path
 from typing import Any, Callable
 
-from .datasets.format import Dataset, append_records, iter_lines, write_dataset
+from .datasets.bundled import shape_name
+from .datasets.format import Dataset, append_records, write_dataset
 from .errors import AbductuneError, DatasetError
-from .hardware import HardwareInfo, lookup
+from .files import atomic_write_text
+from .hardware import HardwareInfo, local_hardware, toolchain
 from .measurement import Measurement
 
 log = logging.getLogger(__name__)
-
-
-def shape_name(dims: dict[str, int]) -> str:
-    return "_".join(f"{k}{v}" for k, v in dims.items())
 
 
 def parse_shapes(text: str) -> list[dict[str, int]]:
@@ -42,57 +38,88 @@ def parse_shapes(text: str) -> list[dict[str, int]]:
     return shapes
 
 
-def toolchain() -> dict[str, Any]:
-    info: dict[str, Any] = {"python": platform.python_version(),
-                            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
-    try:
-        import torch
-        import triton
-
-        info.update(torch=torch.__version__, triton=triton.__version__, cuda=torch.version.cuda)
-        if torch.cuda.is_available():
-            info["device_name"] = torch.cuda.get_device_name()
-            try:
-                import pynvml  # nvidia-ml-py
-
-                pynvml.nvmlInit()
-                info["driver"] = pynvml.nvmlSystemGetDriverVersion()
-            except Exception:  # noqa: BLE001 - optional
-                pass
-    except ImportError:
-        pass
-    return info
-
-
-def local_hardware() -> HardwareInfo:
-    """The local GPU as a HardwareInfo (known table entry, corrected by device properties)."""
-    import torch
-
-    if not torch.cuda.is_available():
-        raise AbductuneError("no CUDA GPU is visible: live measurement needs one")
-    props = torch.cuda.get_device_properties(0)
-    known = lookup(props.name, strict=False)
-    cc = (props.major, props.minor)
-    if known is None:
-        return HardwareInfo(props.name, "nvidia", cc, props.multi_processor_count,
-                            l2_bytes=getattr(props, "L2_cache_size", 0))
-    return known.with_measured(sms=props.multi_processor_count, compute_capability=cc)
-
-
 def read_partial(path: Path) -> tuple[dict | None, list[Measurement]]:
-    """Header and records of an in-progress file; a torn last line (killed mid-write) is dropped."""
+    """Header and records of an in-progress file, ready to be appended to.
+
+    A sweep appends one fsync'ed line per config, so a kill can only tear the last line. That
+    fragment is dropped and the file is truncated back to the end of the last complete line,
+    so the next append starts a fresh line instead of gluing onto the fragment. A last line
+    that is complete but lost its newline is kept and terminated. A corrupt line elsewhere is
+    skipped with a warning; every readable record is kept."""
     if not path.exists():
         return None, []
-    head, recs = None, []
-    try:
-        for lineno, obj in iter_lines(path):
+    data = path.read_bytes()
+    head: dict | None = None
+    recs: list[Measurement] = []
+    pieces = data.split(b"\n")
+    tail = pieces.pop()  # what follows the last newline: b"" unless the last line is torn
+    offset = 0
+    for lineno, raw in enumerate(pieces, 1):
+        offset += len(raw) + 1
+        if not raw.strip():
+            continue
+        obj = _parse_line(raw, path, lineno)
+        if obj is None:
+            continue
+        if head is None:
+            head = obj
+            continue
+        try:
+            recs.append(Measurement.from_dict(obj))
+        except (KeyError, TypeError, ValueError) as e:
+            log.warning("%s:%d: skipped a malformed record (%s)", path, lineno, e)
+    if tail.strip():
+        obj = _parse_line(tail, path, len(pieces) + 1, torn=True)
+        m = None
+        if obj is not None and head is not None:
+            try:
+                m = Measurement.from_dict(obj)
+            except (KeyError, TypeError, ValueError):
+                m = None
+        if obj is not None and (head is None or m is not None):
+            # complete but unterminated: keep it and end the line
+            with open(path, "ab") as f:
+                f.write(b"\n")
+                f.flush()
+                os.fsync(f.fileno())
             if head is None:
                 head = obj
             else:
-                recs.append(Measurement.from_dict(obj))
-    except DatasetError as e:
-        log.warning("%s; keeping the %d records before it", e, len(recs))
+                recs.append(m)  # type: ignore[arg-type]
+        else:
+            log.warning("%s:%d: dropped a torn last line (the sweep was killed while writing "
+                        "it); keeping the %d records before it", path, len(pieces) + 1, len(recs))
+            with open(path, "r+b") as f:
+                f.truncate(offset)
+                f.flush()
+                os.fsync(f.fileno())
     return head, recs
+
+
+def _parse_line(raw: bytes, path: Path, lineno: int, torn: bool = False) -> dict | None:
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        if not torn:
+            log.warning("%s:%d: skipped a corrupt line (%s)", path, lineno, e)
+        return None
+    if not isinstance(obj, dict):
+        if not torn:
+            log.warning("%s:%d: skipped a line that is not a JSON object", path, lineno)
+        return None
+    return obj
+
+
+def _read_compile_times(path: Path) -> dict[str, float]:
+    """The first real compile seconds per config; an unreadable file only costs that memory."""
+    if not path.exists():
+        return {}
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        log.warning("%s is unreadable (%s); compile times start afresh", path, e)
+        return {}
+    return obj if isinstance(obj, dict) else {}
 
 
 def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *,
@@ -112,7 +139,7 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
     out = Path(out_dir) / spec.name
     out.mkdir(parents=True, exist_ok=True)
     ctimes_path = out / "compile_times.json"
-    ctimes: dict[str, float] = json.loads(ctimes_path.read_text()) if ctimes_path.exists() else {}
+    ctimes = _read_compile_times(ctimes_path)
     tc = toolchain()
     worker = BenchWorker()
     done_paths = []
@@ -135,7 +162,7 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
                 base = worker.request({"op": "bench", "config": None}, 120)
                 if base.get("status") == "ok":
                     ds.baselines["torch_ms"] = base["time_ms"]
-                partial.write_text(json.dumps(ds.header(), separators=(",", ":")) + "\n")
+                atomic_write_text(partial, json.dumps(ds.header(), separators=(",", ":")) + "\n")
             seen = {space.key(m.config) for m in recs}
             todo = [c for c in configs if space.key(c) not in seen]
             if todo:
@@ -157,7 +184,7 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
                     recs.append(m)
                     if on_progress:
                         on_progress(f"{spec.name} {shape_name(problem.dims)}", len(recs), len(configs))
-                ctimes_path.write_text(json.dumps(ctimes))
+                atomic_write_text(ctimes_path, json.dumps(ctimes))
             ds.records = recs
             write_dataset(ds, final)
             partial.unlink()

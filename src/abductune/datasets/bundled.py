@@ -2,10 +2,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from ..errors import AbductuneError
 
 DATA_DIR = Path(__file__).parent / "data"
+
+
+def shape_name(dims: Mapping[str, int]) -> str:
+    """The file stem of a recorded shape, in the dims' own order: "M16_N4096_K4096"."""
+    return "_".join(f"{k}{v}" for k, v in dims.items())
 
 
 def bundled_datasets(gpu: str | None = None, kernel: str | None = None) -> list[Path]:
@@ -21,8 +27,6 @@ def bundled_datasets(gpu: str | None = None, kernel: str | None = None) -> list[
 
 def find_bundled(kernel: str, dims: dict[str, int], gpu: str | None = None) -> Path:
     """The bundled dataset of `kernel` for exactly these dims, or a clear error listing shapes."""
-    from ..sweep import shape_name
-
     want = shape_name(dims)
     cands = bundled_datasets(gpu, kernel)
     for p in cands:

@@ -12,20 +12,90 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from ..errors import DatasetError
+from ..errors import DatasetError, SpaceError
+from ..files import atomic_writer
 from ..hardware import HardwareInfo
 from ..measurement import Measurement
 from ..problem import Problem
 from ..space import Space, callable_constraint
 
+log = logging.getLogger(__name__)
+
 FORMAT = "abductune-dataset"
 VERSION = 1
+
+# How much of its space a dataset must cover before replay trusts its optimum (see
+# `require_exhaustive`). A header that states its whole space (our sweeps) must cover all of
+# it: every bundled dataset does, and one cut to 50 records covers 6-78%. A dataset restricted
+# to its records (Kernel Tuner, T4) hides its true restrictions, so only plausibility can be
+# checked: its density in the product of its values (public data: 0.216 for CLBlast GEMM to
+# 1.0 for pnpoly; a Kernel Tuner file cut to 50 records: at most 0.012) and its size (public
+# data: 210 to 17,956 configs). A T4 file without our header builds its space from the values
+# it holds, so a cut one stays dense (0.52 and 0.69 at 50 records); the size floor catches it.
+STATED_MIN_FRACTION = 1.0
+RESTRICTED_MIN_FRACTION = 0.2
+RESTRICTED_MIN_CONFIGS = 100
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What a dataset's records cover of its space.
+
+    `valid` counts the configs the header's space allows (its values and constraints, not the
+    restriction to the recorded configs); `covered` the valid configs with at least one
+    record; `outside_values` / `failing_constraints` the records dropped on reading because
+    they lie outside the space (they can never be the optimum)."""
+
+    records: int
+    distinct: int
+    duplicates: int
+    valid: int
+    covered: int
+    outside_values: int = 0
+    failing_constraints: int = 0
+    restricted_to_records: bool = False
+
+    @property
+    def fraction(self) -> float:
+        """covered / valid: 1.0 when every valid config has a record."""
+        return self.covered / self.valid if self.valid else 0.0
+
+    @property
+    def min_fraction(self) -> float:
+        """The default threshold for this kind of dataset."""
+        return RESTRICTED_MIN_FRACTION if self.restricted_to_records else STATED_MIN_FRACTION
+
+    def trusted(self, min_fraction: float | None = None) -> bool:
+        """Can replay trust the optimum? With `min_fraction`, the coverage must reach it; by
+        default a stated space must be covered whole, and a restricted dataset must reach
+        RESTRICTED_MIN_FRACTION and hold RESTRICTED_MIN_CONFIGS distinct configs."""
+        if self.records == 0:
+            return False
+        if min_fraction is not None:
+            return self.fraction >= min_fraction
+        if self.restricted_to_records and self.covered < RESTRICTED_MIN_CONFIGS:
+            return False
+        return self.fraction >= self.min_fraction
+
+    def describe(self) -> str:
+        """One line for a report: '864 records, 864 distinct, cover 864/864 valid configs (100.0%)'."""
+        kind = (" of the product of recorded values (true restrictions unknown)"
+                if self.restricted_to_records else "")
+        parts = [f"{self.records} records, {self.distinct} distinct configs, cover {self.covered}/"
+                 f"{self.valid} valid configs{kind} ({100 * self.fraction:.1f}%)"]
+        if self.duplicates:
+            parts.append(f"{self.duplicates} duplicate records")
+        if self.outside_values:
+            parts.append(f"{self.outside_values} records outside the parameter values dropped")
+        if self.failing_constraints:
+            parts.append(f"{self.failing_constraints} records failing the constraints dropped")
+        return "; ".join(parts)
 
 
 @dataclass
@@ -42,7 +112,10 @@ class Dataset:
     # the kernel's shipped config list and default ({"fixed_configs": [...], "default_config": {...}}),
     # so replay can compare against them without importing the kernel (no triton needed)
     meta: dict[str, Any] = field(default_factory=dict)
+    # records dropped on reading because they lie outside the space: reason -> count
+    dropped: dict[str, int] = field(default_factory=dict)
     _space: Space | None = field(default=None, repr=False, compare=False)
+    _stated_valid: int | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -69,6 +142,47 @@ class Dataset:
                 base = Space(base.params, [*base.constraints, member], base.constants, base.name)
             self._space = base
         return self._space
+
+    def stated_space(self) -> Space:
+        """The space the header states: its values and constraints, without the restriction
+        to the recorded configs."""
+        return Space.from_dict(self.space_dict)
+
+    def coverage(self) -> Coverage:
+        """What the records cover of the stated space (see `Coverage`)."""
+        base = self.stated_space()
+        where = self.path or self.name
+        try:
+            if self._stated_valid is None:
+                # without constraints the count is the product: no enumeration of a huge space
+                self._stated_valid = (base.cardinality if not base.constraints else
+                                      sum(1 for _ in base.iter_configs()))
+            keys = []
+            for m in self.records:
+                try:
+                    keys.append(base.key(m.config))
+                except SpaceError:
+                    continue
+            distinct = set(keys)
+            covered = sum(1 for k in distinct if base.is_valid(base.from_key(k)))
+        except SpaceError as e:
+            raise SpaceError(f"{where}: {e}") from None
+        return Coverage(records=len(self.records), distinct=len(distinct),
+                        duplicates=len(keys) - len(distinct), valid=self._stated_valid,
+                        covered=covered, outside_values=self.dropped.get("outside_values", 0),
+                        failing_constraints=self.dropped.get("failing_constraints", 0),
+                        restricted_to_records=self.restricted_to_records)
+
+    @property
+    def coverage_fraction(self) -> float:
+        return self.coverage().fraction
+
+    @property
+    def is_exhaustive(self) -> bool:
+        """True when replay can trust the optimum: the records cover the whole stated space,
+        or, for a dataset restricted to its records, reach RESTRICTED_MIN_FRACTION of the
+        product of its values (its true restrictions cannot be checked)."""
+        return self.coverage().trusted()
 
     def ok_records(self) -> list[Measurement]:
         return [m for m in self.records if m.ok]
@@ -121,7 +235,62 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise DatasetError(f"dataset file {path} does not exist") from None
 
 
-def read_dataset(path: str | Path) -> Dataset:
+def screen_records(records: Sequence[Measurement], space_dict: Mapping[str, Any], where: str, *,
+                   strict: bool = False,
+                   linenos: Sequence[int] | None = None) -> tuple[list[Measurement], dict[str, int]]:
+    """The records whose configs lie inside the stated space (values and constraints), and
+    the count dropped per reason ("outside_values", "failing_constraints"). Such records
+    would otherwise be replayable and could become the optimum. Dropping is logged as a
+    warning; with `strict` the first one raises DatasetError naming it."""
+    base = Space.from_dict(space_dict)
+    names = set(base.names)
+    kept: list[Measurement] = []
+    dropped: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for i, m in enumerate(records):
+        at = f"{where}:{linenos[i]}" if linenos is not None else f"{where} record {i + 1}"
+        cfg = m.config
+        if set(cfg) != names or not all(p.contains(cfg[p.name]) for p in base.params):
+            reason, why = "outside_values", f"config {dict(cfg)!r} is outside the space's values"
+        else:
+            try:
+                ok = base.satisfies(cfg)
+            except SpaceError as e:
+                raise SpaceError(f"{where}:1: the header's constraints cannot be evaluated: {e}") from None
+            if ok:
+                kept.append(m)
+                continue
+            reason, why = "failing_constraints", f"config {dict(cfg)!r} fails the space's constraints"
+        if strict:
+            raise DatasetError(f"{at}: {why}; fix or remove the record (or read without strict)")
+        dropped[reason] = dropped.get(reason, 0) + 1
+        first.setdefault(reason, f"{at}: {why}")
+    for reason, n in dropped.items():
+        log.warning("%s: dropped %d record(s) %s, e.g. %s", where, n,
+                    "outside the space's values" if reason == "outside_values"
+                    else "failing the space's constraints", first[reason])
+    return kept, dropped
+
+
+def require_exhaustive(ds: Dataset, min_fraction: float | None = None) -> Coverage:
+    """The dataset's coverage, or DatasetError when it covers less than `min_fraction` of its
+    space (default: all of a stated space; RESTRICTED_MIN_FRACTION of a restricted one, with
+    at least RESTRICTED_MIN_CONFIGS configs), so a replay does not report an optimum the
+    data cannot support. `min_fraction=0` accepts any non-empty dataset."""
+    cov = ds.coverage()
+    if not cov.trusted(min_fraction):
+        need = cov.min_fraction if min_fraction is None else min_fraction
+        floor = (f" and {RESTRICTED_MIN_CONFIGS} configs" if min_fraction is None
+                 and cov.restricted_to_records else "")
+        raise DatasetError(f"{ds.path or ds.name}: not exhaustive: {cov.describe()}; replay needs at "
+                           f"least {100 * need:.0f}%{floor}: record the missing configs or lower "
+                           "the required fraction")
+    return cov
+
+
+def read_dataset(path: str | Path, *, strict: bool = False) -> Dataset:
+    """Read a dataset file. Records outside the header's space (values or constraints) are
+    dropped with a warning, or raise DatasetError when `strict`."""
     lines = iter_lines(path)
     try:
         _, head = next(lines)
@@ -149,6 +318,7 @@ def read_dataset(path: str | Path) -> Dataset:
         raise DatasetError(f"{path}:1: malformed header ({type(e).__name__}: {e})") from None
     names = [p["name"] for p in space_dict.get("params", [])]
     records: list[Measurement] = []
+    linenos: list[int] = []
     for lineno, obj in lines:
         try:
             m = Measurement.from_dict(obj)
@@ -158,27 +328,31 @@ def read_dataset(path: str | Path) -> Dataset:
         if missing:
             raise DatasetError(f"{path}:{lineno}: config lacks parameter(s) {', '.join(missing)}")
         records.append(m)
+        linenos.append(lineno)
+    records, dropped = screen_records(records, space_dict, str(path), strict=strict, linenos=linenos)
     return Dataset(problem, space_dict, records, dict(head.get("toolchain") or {}),
                    bool(head.get("restricted_to_records")), head.get("source", ""),
                    head.get("note", ""), str(path), dict(head.get("baselines") or {}),
-                   dict(head.get("meta") or {}))
+                   dict(head.get("meta") or {}), dropped)
 
 
 def write_dataset(ds: Dataset, path: str | Path) -> None:
-    """Write atomically (temp file + rename) so a crash never leaves half a dataset."""
+    """Write atomically (temp file + rename, the user's umask) so a crash never leaves half a
+    dataset; gzip when the name ends in .gz."""
     path = str(path)
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp" +
-                               (".gz" if path.endswith(".gz") else ""), dir=os.path.dirname(path) or ".")
-    os.close(fd)
-    try:
-        with _open(tmp, "w") as f:
-            f.write(json.dumps(ds.header(), separators=(",", ":")) + "\n")
+    with atomic_writer(path, binary=True) as raw:
+        # the gzip header names the final file, not the temporary one; mtime 0 keeps the
+        # bytes reproducible
+        gz = (gzip.GzipFile(filename=os.path.basename(path).removesuffix(".gz"), mode="wb",
+                            fileobj=raw, mtime=0) if path.endswith(".gz") else None)
+        out = gz if gz is not None else raw
+        try:
+            out.write((json.dumps(ds.header(), separators=(",", ":")) + "\n").encode("utf-8"))
             for m in ds.records:
-                f.write(json.dumps(m.to_dict(), separators=(",", ":")) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+                out.write((json.dumps(m.to_dict(), separators=(",", ":")) + "\n").encode("utf-8"))
+        finally:
+            if gz is not None:
+                gz.close()
 
 
 def append_records(path: str | Path, records: Iterable[Measurement]) -> None:

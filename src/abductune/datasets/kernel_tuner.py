@@ -31,18 +31,22 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
 import re
 import zlib
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..classify import guess_kernel_class  # noqa: F401 (t4.py imports it from here)
 from ..errors import DatasetError
-from ..hardware import HardwareInfo, lookup
+from ..hardware import KNOWN_GPUS, HardwareInfo, candidates, lookup
 from ..measurement import Measurement
 from ..problem import KERNEL_CLASSES, Problem
 from ..space import Choice, Space
 from .format import Dataset
+
+log = logging.getLogger(__name__)
 
 FAILURES = {
     "CompilationFailedConfig": "compile_error",
@@ -54,24 +58,6 @@ _TIME_FIELDS = ("time", "times", "compile_time", "verification_time", "benchmark
                 "framework_time", "strategy_time", "timestamp")
 
 _DIM_NAMES = ("x", "y", "z")
-
-_CLASS_PATTERNS = [  # kernel name -> kernel class, first match wins
-    (r"q(uant)?.*(gemm|matmul)|(gemm|matmul).*(int4|int8|fp8|quant)", "quantized_matmul"),
-    (r"gemm|matmul|\bmm\b|_mm_|gemv", "matmul"),
-    (r"attn|attention", "attention"),
-    (r"conv", "convolution"),
-    (r"stencil|diffusion|hotspot|jacobi", "stencil"),
-    (r"softmax|norm|reduc|sum_rows|argmax", "row_reduction"),
-    (r"(^|_)(add|mul|relu|gelu|silu|axpy|copy)(_|$)|elementwise", "elementwise"),
-]
-
-
-def guess_kernel_class(kernel_name: str) -> str:
-    """A kernel class from a kernel's name ("Xgemm" -> matmul), "other" when unsure."""
-    for pat, cls in _CLASS_PATTERNS:
-        if re.search(pat, kernel_name, re.IGNORECASE):
-            return cls
-    return "other"
 
 
 def guess_vendor(device_name: str) -> str:
@@ -86,13 +72,16 @@ def guess_vendor(device_name: str) -> str:
 
 
 def resolve_hardware(device_name: str, fallback: str) -> HardwareInfo:
-    """The known GPU matching `device_name`, else a bare HardwareInfo named after it (or after
-    `fallback`, typically the file stem, when the name is empty)."""
-    if device_name:
-        hw = lookup(device_name, strict=False)
-        if hw is not None:
-            return hw
+    """The known GPU matching `device_name` (or, when the file names none, `fallback`: the
+    file stem, e.g. "MI250X"), else a bare HardwareInfo named after it. A name that does not
+    say which variant it is ("A100") is not guessed: it gives a bare HardwareInfo."""
     name = device_name or fallback
+    hw = lookup(name, strict=False) if name else None
+    if hw is not None:
+        return hw
+    if name and candidates(name):
+        log.info("%r does not say which variant it is (%s); no hardware peaks are used", name,
+                 ", ".join(candidates(name)))
     return HardwareInfo(name=name, vendor=guess_vendor(name))
 
 
@@ -226,7 +215,7 @@ def from_cache_dict(obj: Any, *, path: str | Path = "<kernel tuner cache>",
 
     problem = Problem(kernel=str(kname),
                       kernel_class=_check_class(kernel_class or guess_kernel_class(str(kname)), where),
-                      dims=dict(dims) if dims is not None else _dims(obj.get("problem_size")),
+                      dims=_check_dims(dims, where) if dims is not None else _dims(obj.get("problem_size")),
                       dtypes=dict(dtypes or {}),
                       hardware=_hardware(hardware, str(obj.get("device_name") or ""), file_stem(where)))
     objective = obj.get("objective", "time")
@@ -343,13 +332,50 @@ def _dims(problem_size: Any) -> dict[str, int]:
 
 def _check_class(kc: str, where: str) -> str:
     if kc not in KERNEL_CLASSES:
-        raise DatasetError(f"{where}: unknown kernel_class {kc!r}; one of {', '.join(KERNEL_CLASSES)}")
+        raise DatasetError(f"{where}: unknown kernel_class {kc!r}; known kernel classes: "
+                           f"{', '.join(KERNEL_CLASSES)}")
     return kc
 
 
+def _check_dims(dims: Mapping[str, int], where: str) -> dict[str, int]:
+    """Problem dimensions given by a user: names to non-negative integers."""
+    if not isinstance(dims, Mapping):
+        raise DatasetError(f"{where}: dims must map names to integers, like {{'M': 64, 'N': 4096}}")
+    out = {}
+    for k, v in dims.items():
+        if not isinstance(k, str) or not k.isidentifier():
+            raise DatasetError(f"{where}: dimension name {k!r} is not a name; write dims like M=64,N=4096")
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise DatasetError(f"{where}: dimension {k}={v!r} must be a non-negative integer")
+        out[k] = v
+    return out
+
+
 def _hardware(hw: HardwareInfo | str | None, device_name: str, stem: str) -> HardwareInfo:
+    """The hardware of an imported file: `hw` when given (a HardwareInfo, or a name looked up
+    in the table), else what the file's device name (or its stem) says.
+
+    A given name that does not say which variant it is ("A100") takes the variant the file's
+    own device name names ("NVIDIA A100-PCIE-40GB"), with a logged note; when the file does
+    not settle it, AbductuneError lists the variants. A given name the table does not know
+    becomes a bare HardwareInfo (no peaks), with a warning listing the known GPUs."""
     if isinstance(hw, HardwareInfo):
         return hw
     if isinstance(hw, str):
-        return resolve_hardware(hw, stem)
+        if not hw.strip():
+            raise DatasetError("hardware name is empty; give a GPU name such as 'RTX 3090'")
+        found = candidates(hw)
+        if len(found) == 1:
+            return KNOWN_GPUS[found[0]]
+        if found:
+            named = [k for k in (candidates(device_name) if device_name else ())
+                     + (candidates(stem) if stem else ()) if k in found]
+            if len(set(named)) == 1:
+                log.info("hardware %r taken as %s, the variant the file's device name %r names",
+                         hw, named[0], device_name or stem)
+                return KNOWN_GPUS[named[0]]
+            lookup(hw)  # raises: lists the variants
+        log.warning("GPU %r is not in the hardware table (known GPUs: %s); its peaks are "
+                    "unknown, so nothing hardware-specific applies", hw, ", ".join(KNOWN_GPUS))
+        return HardwareInfo(name=hw, vendor=guess_vendor(hw))
     return resolve_hardware(device_name, stem)

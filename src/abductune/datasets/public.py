@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import DatasetError
 from .format import FORMAT, Dataset, read_dataset
-from .kernel_tuner import from_cache_dict, read_json
+from .kernel_tuner import _check_class, from_cache_dict, read_json
 from .t4 import from_t4_dict, is_t4
 
 ENV_DIR = "ABDUCTUNE_PUBLIC_DATA"
@@ -77,11 +77,21 @@ def detect_format(obj: Any) -> str | None:
     return None
 
 
-def load_any(path: str | Path, **overrides: Any) -> Dataset:
+OVERRIDES = ("kernel_class", "dims", "hardware", "dtypes", "kernel", "timeunit")
+
+
+def load_any(path: str | Path, *, strict: bool = False, **overrides: Any) -> Dataset:
     """Read an abductune dataset, a Kernel Tuner cache or a T4 file, deciding by content.
     `overrides` (kernel_class, dims, hardware, dtypes, kernel; timeunit for T4) go to the
-    importer; they are refused for our own format, which carries everything."""
+    importer; they are refused for our own format, which carries everything. `strict`
+    refuses an abductune dataset holding records outside its space instead of dropping them."""
     path = str(path)
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    unknown = sorted(set(overrides) - set(OVERRIDES))
+    if unknown:
+        raise DatasetError(f"unknown override(s) {', '.join(unknown)}; accepted: {', '.join(OVERRIDES)}")
+    if "kernel_class" in overrides:
+        _check_class(overrides["kernel_class"], path)  # names the known classes
     first: Any = None
     try:
         opener = gzip.open if path.endswith(".gz") else open
@@ -94,9 +104,10 @@ def load_any(path: str | Path, **overrides: Any) -> Dataset:
         first = None  # a multi-line JSON object, or unreadable: read_json says which
     if detect_format(first) == "abductune":
         if overrides:
-            raise DatasetError(f"{path}: an abductune dataset carries its own problem and "
-                               f"hardware; overrides {', '.join(overrides)} are not accepted")
-        return read_dataset(path)
+            raise DatasetError(f"{path}: an abductune dataset carries its own problem (dims, "
+                               f"kernel class, dtypes) and hardware; overrides "
+                               f"{', '.join(overrides)} are not accepted for it")
+        return read_dataset(path, strict=strict)
     obj = first if isinstance(first, dict) else read_json(path, allow_unclosed=True)
     kind = detect_format(obj)
     if kind == "kernel_tuner":

@@ -47,13 +47,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import DatasetError
+from ..files import atomic_writer
 from ..hardware import HardwareInfo
 from ..measurement import Measurement
 from ..problem import Problem
 from ..space import Choice, Space
-from .format import Dataset
-from .kernel_tuner import (_check_class, _hardware, file_stem, guess_kernel_class, read_json,
-                           resolve_hardware)
+from .format import Dataset, screen_records
+from .kernel_tuner import (_check_class, _check_dims, _hardware, file_stem, guess_kernel_class,
+                           read_json, resolve_hardware)
 
 SCHEMA_VERSION = "1.0.0"
 
@@ -152,6 +153,10 @@ def from_t4_dict(obj: Any, *, path: str | Path = "<T4>", timeunit: str | None = 
     names = space.names
 
     records = [_record(i, r, names, scale, where) for i, r in enumerate(results)]
+    dropped: dict[str, int] = {}
+    if head is not None:
+        # a space from our own header may reject configs the results hold: drop those
+        records, dropped = screen_records(records, space_dict, where)
 
     # -- the problem
     if head is not None and isinstance(head.get("problem"), dict):
@@ -169,10 +174,12 @@ def from_t4_dict(obj: Any, *, path: str | Path = "<T4>", timeunit: str | None = 
         kernel=kernel or base.kernel,
         kernel_class=_check_class(kernel_class, where) if kernel_class else
         (base.kernel_class if head is not None or kernel is None else guess_kernel_class(kernel)),
-        dims=dict(dims) if dims is not None else dict(base.dims),
+        dims=_check_dims(dims, where) if dims is not None else dict(base.dims),
         dtypes=dict(dtypes) if dtypes is not None else dict(base.dtypes),
         flops=base.flops, min_bytes=base.min_bytes,
-        hardware=_hardware(hardware, "", "") if hardware is not None else base.hardware,
+        hardware=(_hardware(hardware, _device_name(meta) or (base.hardware.name if base.hardware
+                                                               else ""), file_stem(where))
+                  if hardware is not None else base.hardware),
         source_hash=base.source_hash)
     toolchain = dict(head.get("toolchain") or {}) if head else {}
     toolchain.setdefault("t4_schema_version", str(obj.get("schema_version", "")))
@@ -181,7 +188,7 @@ def from_t4_dict(obj: Any, *, path: str | Path = "<T4>", timeunit: str | None = 
                            f"t4:{Path(where).name}"),
                    note=(head.get("note", "") if head else
                          "imported from T4; bench_s = sum(runtimes) + framework + validation"),
-                   path=where)
+                   path=where, dropped=dropped)
 
 
 def _default_kernel(meta: Mapping[str, Any], where: str) -> str:
@@ -365,15 +372,11 @@ def export_t4(ds: Dataset, path: str | Path) -> None:
         blob = json.dumps(to_t4_dict(ds), separators=(",", ":"), allow_nan=False)
     except ValueError as e:  # NaN or infinity: T4 is strict JSON
         raise DatasetError(f"cannot export {ds.path or ds.name} to T4 {path}: {e}") from None
-    tmp = f"{path}.tmp.{os.getpid()}"
-    try:
+    data = blob.encode("utf-8")
+    with atomic_writer(path, binary=True) as f:
         if path.endswith(".gz"):
-            with gzip.open(tmp, "wt", encoding="utf-8") as f:
-                f.write(blob)
+            with gzip.GzipFile(filename=os.path.basename(path).removesuffix(".gz"), mode="wb",
+                               fileobj=f, mtime=0) as gz:
+                gz.write(data)
         else:
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(blob)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+            f.write(data)

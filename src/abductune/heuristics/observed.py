@@ -8,7 +8,7 @@ harvested from: `wins` (shapes where the template was the best template), `cover
 the space default's time; harvest keeps a template only when this is at most 1 - margin).
 
 Buckets: a rule's `bucket` is either a shape bucket ("K=4096,M=64,N=4096": canonical dims
-rounded up to powers of 2**granularity, see `classify.bucket_of`) or a per-class fallback
+rounded up to powers of 2**granularity, see `classify.shape_bucket`) or a per-class fallback
 ("fallback:small_m", ...) used when no bucket rule matches. Rules with `exact` dims
 (imported vLLM configs) match problems with those dims, the nearest M (rows, numel) winning,
 the way vLLM picks the nearest batch size.
@@ -23,8 +23,15 @@ a template then transfers to any kernel of the class) or by parameter name (spac
 full roles, e.g. Kernel Tuner data: such rules carry a `scope` naming the parameter set, and
 apply only to spaces with exactly those parameters).
 
+Provenance: a harvested rule lists the datasets it was `learned_from` (each one's
+`Problem.key()`, kernel, readable shape name and hardware). `lookup(..., exclude=problem)`
+leaves out every rule learned from that problem (leave-one-shape-out), so a replay of a
+recorded shape is never seeded with its own answer.
+
 On disk: one JSON file per hardware key under `heuristics/data/` (`h100-sxm.json`,
-`family-nvidia-hopper.json`, `any.json`), or any single file holding several.
+`family-nvidia-hopper.json`, `any.json`), or any single file holding several. The packaged
+files are harvested from the bundled H100 datasets; rebuild them (settings in their `meta`) with
+`abductune harvest bundled --levels name,family --replace --out src/abductune/heuristics/data`.
 """
 from __future__ import annotations
 
@@ -37,12 +44,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
-from ..errors import AbductuneError
-from ..hardware import HardwareInfo
+from ..classify import Classification, classify, shape_bucket
+from ..datasets.bundled import shape_name
+from ..errors import AbductuneError, InvalidSeed
+from ..hardware import HardwareInfo, as_hardware
 from ..problem import Problem
 from ..space import Config, Space
-from .classify import Classification, bucket_of, classify
-from .registry import InvalidSeed, as_hardware, realize, resolve_keys, template_scope
+from .realize import realize, resolve_keys, template_scope
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +91,62 @@ class Template:
                    int(d.get("shapes", 0)))
 
 
+@dataclass(frozen=True)
+class Origin:
+    """One dataset a rule was harvested from: its problem's identity and a readable name."""
+
+    key: str  # Problem.key(): kernel, source hash, class, dims, dtypes
+    kernel: str
+    shape: str  # "M16_N4096_K4096"
+    dims: Mapping[str, int] = field(default_factory=dict)
+    hardware: str = ""
+
+    @classmethod
+    def of(cls, problem: Problem) -> "Origin":
+        return cls(problem.key(), problem.kernel, shape_name(problem.dims), dict(problem.dims),
+                   problem.hardware.name if problem.hardware else "")
+
+    def is_shape_of(self, problem: Problem) -> bool:
+        """The same problem, or the same kernel at the same dims (a changed kernel source or
+        dtype spelling does not make a shape new)."""
+        return self.key == problem.key() or (self.kernel == problem.kernel
+                                             and dict(self.dims) == dict(problem.dims))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"key": self.key, "kernel": self.kernel, "shape": self.shape, "dims": dict(self.dims)}
+        if self.hardware:
+            d["hardware"] = self.hardware
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Origin":
+        return cls(str(d["key"]), str(d.get("kernel", "")), str(d.get("shape", "")),
+                   {k: int(v) for k, v in dict(d.get("dims") or {}).items()},
+                   str(d.get("hardware", "")))
+
+
+Exclude = Problem | str | Iterable[Problem | str] | None
+
+
+def _exclusions(exclude: Exclude) -> tuple[set[str], list[Problem]]:
+    """(problem keys, problems) named by `exclude`: a Problem, a `Problem.key()`, or several."""
+    if exclude is None:
+        return set(), []
+    items = [exclude] if isinstance(exclude, (Problem, str)) else list(exclude)
+    keys: set[str] = set()
+    problems: list[Problem] = []
+    for it in items:
+        if isinstance(it, Problem):
+            problems.append(it)
+            keys.add(it.key())
+        elif isinstance(it, str):
+            keys.add(it)
+        else:
+            raise AbductuneError(f"exclude takes Problems or Problem.key() strings, got "
+                                 f"{type(it).__name__}")
+    return keys, problems
+
+
 @dataclass
 class Rule:
     kernel_class: str
@@ -96,10 +160,17 @@ class Rule:
     granularity: int = 2
     templates: list[Template] = field(default_factory=list)
     source: dict[str, Any] = field(default_factory=dict)
+    learned_from: list[Origin] = field(default_factory=list)
 
     @property
     def is_fallback(self) -> bool:
         return self.bucket.startswith("fallback:")
+
+    def learned_from_any(self, exclude: Exclude) -> bool:
+        """Whether any dataset this rule was learned from is one `exclude` names."""
+        keys, problems = _exclusions(exclude)
+        return any(o.key in keys or any(o.is_shape_of(p) for p in problems)
+                   for o in self.learned_from)
 
     @property
     def kind(self) -> str:
@@ -127,6 +198,8 @@ class Rule:
         d["templates"] = [t.to_dict() for t in self.templates]
         if self.source:
             d["source"] = self.source
+        if self.learned_from:
+            d["learned_from"] = [o.to_dict() for o in self.learned_from]
         return d
 
     @classmethod
@@ -139,7 +212,8 @@ class Rule:
                        exact={k: int(v) for k, v in d["exact"].items()} if d.get("exact") else None,
                        granularity=int(d.get("granularity", 2)),
                        templates=[Template.from_dict(t) for t in d.get("templates", [])],
-                       source=dict(d.get("source") or {}))
+                       source=dict(d.get("source") or {}),
+                       learned_from=[Origin.from_dict(o) for o in d.get("learned_from") or []])
         except (KeyError, TypeError, ValueError) as e:
             raise AbductuneError(f"malformed observed-heuristics rule {dict(d)!r}: "
                                  f"{type(e).__name__}: {e}") from None
@@ -220,8 +294,26 @@ class Database:
 
     # -- lookup
     def candidates(self, problem: Problem, space: Space, hardware: HardwareInfo | None = None,
-                   cls: Classification | None = None) -> list[tuple[str, Rule]]:
-        """Matching rules in lookup order, each with its level."""
+                   cls: Classification | None = None, *,
+                   exclude: Exclude = None) -> list[tuple[str, Rule]]:
+        """Matching rules in lookup order, each with its level; rules learned from a problem
+        `exclude` names are left out."""
+        out = self._matching(problem, space, hardware, cls)
+        if exclude is not None:
+            out = [(lv, r) for lv, r in out if not r.learned_from_any(exclude)]
+        return out
+
+    def left_out(self, problem: Problem, space: Space, hardware: HardwareInfo | str | None = None,
+                 cls: Classification | None = None, *, exclude: Exclude = None) -> list[Rule]:
+        """The rules a `lookup` with the same arguments leaves out because of `exclude`
+        (what leave-one-shape-out costs this problem)."""
+        if exclude is None:
+            return []
+        hw = as_hardware(hardware) if hardware is not None else problem.hardware
+        return [r for _, r in self._matching(problem, space, hw, cls) if r.learned_from_any(exclude)]
+
+    def _matching(self, problem: Problem, space: Space, hardware: HardwareInfo | None,
+                  cls: Classification | None) -> list[tuple[str, Rule]]:
         cls = cls or classify(problem, space)
         scope = template_scope(space)
         fams = [cls.dtype_family] + ([] if cls.dtype_family == "any" else ["any"])
@@ -237,7 +329,7 @@ class Database:
                 out += [(f"{hwk}/exact", r) for r in self._exact(here, cls, fam)]
             for fam in fams:
                 out += [(f"{hwk}/bucket", r) for r in here if not r.exact and not r.is_fallback
-                        and r.dtype_family == fam and r.bucket == bucket_of(cls.dims, r.granularity)]
+                        and r.dtype_family == fam and r.bucket == shape_bucket(cls.dims, r.granularity)]
             for fam in fams:
                 out += [(f"{hwk}/fallback", r) for r in here if r.is_fallback and not r.exact
                         and r.dtype_family == fam and r.bucket == f"fallback:{cls.fallback}"]
@@ -264,13 +356,15 @@ class Database:
         return [r for _, _, r in scored]
 
     def lookup(self, problem: Problem, space: Space, hardware: HardwareInfo | str | None = None, *,
-               base: Mapping[str, Any] | None = None, cls: Classification | None = None) -> Lookup | None:
+               base: Mapping[str, Any] | None = None, cls: Classification | None = None,
+               exclude: Exclude = None) -> Lookup | None:
         """The best applicable template of the first matching rule, realized as a full valid
         config of `space` (merged onto `base`, clamped like a heuristic seed); None when no
-        rule applies."""
+        rule applies. `exclude` (Problems or `Problem.key()`s) leaves out every rule learned
+        from those problems."""
         hw = as_hardware(hardware) if hardware is not None else problem.hardware
         cls = cls or classify(problem, space)
-        for level, rule in self.candidates(problem, space, hw, cls):
+        for level, rule in self.candidates(problem, space, hw, cls, exclude=exclude):
             for t in rule.templates:
                 values, _, unknown = resolve_keys(space, t.config)
                 if unknown or not values:
@@ -330,7 +424,9 @@ class Database:
         if p.is_dir():
             db = cls()
             for f in sorted(p.glob("*.json")):
-                db.merge(cls.load(f))
+                part = cls.load(f)
+                db.merge(part)
+                db.meta.update(part.meta)  # one harvest writes the same meta to every file
             return db
         try:
             obj = json.loads(p.read_text(encoding="utf-8"))

@@ -2,7 +2,7 @@
 
 Each one speaks in roles ("@tile:M", "@tile:K", "@warps", "@stages", "@group", "@tile:R",
 "@tile:X"), so it applies to any kernel whose space declares them; parameters a space lacks
-are dropped and values are clamped to the space and the problem by `registry.realize`.
+are dropped and values are clamped to the space and the problem by `realize.realize`.
 The numbers in the docstrings are measurements: vLLM's fused-MoE configs tuned on H100
 (`E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json`, the best of an exhaustive search per
 batch size) and the Triton tutorials' measured choices, until our own H100 datasets
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..hardware import HardwareInfo
+from ..classify import RECT_RATIO, SMALL_M, classify, next_pow2
+from ..hardware import HardwareInfo, is_hopper, sm_count
 from ..problem import Problem
 from ..space import Space
-from .classify import RECT_RATIO, SMALL_M, classify, next_pow2
-from .registry import AutotunerHeuristic, is_hopper, register_heuristic, sm_count
+from .base import AutotunerHeuristic, register_heuristic
 
 # fraction of the SMs a grid must cover before a larger tile is preferred
 WAVE_FILL = 0.8

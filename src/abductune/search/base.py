@@ -107,6 +107,12 @@ class SearchContext:
         self.history: list[Measurement] = []  # this search's answers: first-time and seeds
         self.remeasured: list[Measurement] = []  # fresh rows from remeasure requests
         self.best: Measurement | None = None
+        self.events: list[dict[str, Any]] = []  # provenance log, stored with the run (explain)
+
+    def log(self, event: str, **fields: Any) -> None:
+        """Record a step of the search's reasoning (observation, hypothesis, test, verdict),
+        citing measurement ids where it can; the Session stores it with the run."""
+        self.events.append({"event": event, **fields})
 
     def known(self, cfg: Mapping[str, Any]) -> Measurement | None:
         return self._memo.get(self.space.key(cfg))
@@ -171,6 +177,7 @@ class SearchResult:
     trace: list[tuple[int, float, float]] = field(default_factory=list)  # (evals, seconds, best ms)
     seeds_used: int = 0
     remeasured: list[Measurement] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Search:
@@ -344,4 +351,4 @@ def run(strategy: Strategy, evaluator: Any, budget: Budget | None = None,
         if on_batch is not None:
             on_batch(ms)
     return SearchResult(strategy.name, search.best, search.ctx.history, search.evaluations, now() - t0,
-                        trace, n_seeds, search.ctx.remeasured)
+                        trace, n_seeds, search.ctx.remeasured, search.ctx.events)

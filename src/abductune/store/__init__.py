@@ -99,10 +99,7 @@ def _toolchain_str(toolchain: Mapping[str, Any] | str | None) -> str:
 def _classification(problem_like: Mapping[str, Any]) -> dict[str, str]:
     """kernel class, variant, dtype family, fallback category and shape bucket of a problem,
     from the one shared classifier."""
-    try:
-        from ..classify import classify  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - before the classifier moved up a layer
-        from ..heuristics.classify import classify
+    from ..classify import classify
     p = Problem(kernel=problem_like.get("kernel", ""), kernel_class=problem_like.get("kernel_class") or "other",
                 dims=dict(problem_like.get("dims") or {}), dtypes=dict(problem_like.get("dtypes") or {}))
     try:

@@ -1,4 +1,5 @@
-"""What kind of kernel a problem is, in the terms the heuristics and the observed database use.
+"""What kind of kernel a problem is: the one classifier that heuristics, the observed
+database, the store and theories share.
 
 `classify(problem, space)` answers with a `Classification`:
 
@@ -15,8 +16,8 @@
   head_dim), whatever the problem calls them.
 - `dtype_family`: "fp16" (fp16, bf16), "fp32" (fp32, tf32), "fp64", "fp8", "int8", "int4",
   "fp4", "int16", or "any" when the problem names no dtype (public Kernel Tuner data).
-- `bucket`: the shape bucket: every canonical dim rounded up to a power of 2**granularity
-  (granularity 2: 1, 4, 16, 64, 256, 1024, 4096, ...), "K=4096,M=64,N=4096".
+- `bucket`: the shape bucket (`shape_bucket`): every canonical dim rounded up to a power
+  of 2**granularity (granularity 2: 1, 4, 16, 64, 256, 1024, 4096, ...), "K=4096,M=64,N=4096".
 - `fallback`: the per-class category used when no bucket rule matches:
   matmul small_m / small_n / small_k / rect / balanced; rows short / narrow / wide / square;
   elementwise tiny / mid / huge; attention small_head / short_seq / long_seq / mid_seq; every
@@ -29,8 +30,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..problem import Problem
-from ..space import Space
+from .problem import Problem
+from .space import Space
 
 # ------------------------------------------------------------------------ thresholds
 # Fallback categories. Matmul: M <= 64 is decode (one M tile); N <= 256 or K <= 512 leaves
@@ -115,7 +116,10 @@ def bucket_value(v: int, granularity: int = 2) -> int:
     return 1 << (-(-e // g) * g)
 
 
-def bucket_of(dims: Mapping[str, int], granularity: int = 2) -> str:
+def shape_bucket(dims: Mapping[str, int], granularity: int = 2) -> str:
+    """The shape bucket of `dims`: each dim rounded up to a power of 2**granularity, in name
+    order, "K=4096,M=64,N=4096". The one bucket function of the package (store, heuristics,
+    theories); dims below 1 are kept as they are."""
     return ",".join(f"{k}={bucket_value(v, granularity)}" for k, v in sorted(dims.items()))
 
 
@@ -130,7 +134,7 @@ class Classification:
 
     @property
     def bucket(self) -> str:
-        return bucket_of(self.dims, self.granularity)
+        return shape_bucket(self.dims, self.granularity)
 
     def to_dict(self) -> dict[str, Any]:
         return {"kernel_class": self.kernel_class, "variant": self.variant, "dims": dict(self.dims),
@@ -179,6 +183,25 @@ def has_canonical_dims(kernel_class: str, dims: Mapping[str, int]) -> bool:
     return bool(need) and all(n in dims for n in need)
 
 
+_CLASS_PATTERNS = [  # kernel name -> kernel class, first match wins
+    (r"q(uant)?.*(gemm|matmul)|(gemm|matmul).*(int4|int8|fp8|quant)", "quantized_matmul"),
+    (r"gemm|matmul|\bmm\b|_mm_|gemv", "matmul"),
+    (r"attn|attention", "attention"),
+    (r"conv", "convolution"),
+    (r"stencil|diffusion|hotspot|jacobi", "stencil"),
+    (r"softmax|norm|reduc|sum_rows|argmax", "row_reduction"),
+    (r"(^|_)(add|mul|relu|gelu|silu|axpy|copy)(_|$)|elementwise", "elementwise"),
+]
+
+
+def guess_kernel_class(kernel_name: str) -> str:
+    """A kernel class from a kernel's name ("Xgemm" -> matmul), "other" when unsure."""
+    for pat, cls in _CLASS_PATTERNS:
+        if re.search(pat, kernel_name, re.IGNORECASE):
+            return cls
+    return "other"
+
+
 def infer_kernel_class(problem: Problem, space: Space | None = None) -> str:
     """The problem's class if it names one, else from dims, dtypes, space roles and name."""
     if problem.kernel_class and problem.kernel_class != "other":
@@ -195,11 +218,7 @@ def infer_kernel_class(problem: Problem, space: Space | None = None) -> str:
         return "row_reduction"
     if names == {"numel"}:
         return "elementwise"
-    try:
-        from ..datasets.kernel_tuner import guess_kernel_class
-        guess = guess_kernel_class(problem.kernel)
-    except Exception:  # noqa: BLE001 - a best effort
-        guess = "other"
+    guess = guess_kernel_class(problem.kernel)
     if guess == "matmul" and quant:
         return "quantized_matmul"
     return guess

@@ -1,4 +1,5 @@
-"""`abductune harvest`: build or update the observed-heuristics database from measurements.
+"""Harvest: build or update the observed-heuristics database from measurements (the
+algorithm behind `abductune harvest`; `coverage` checks what a database seeds).
 
 Input is a list of *observations*: one (problem, space, hardware) with the times of the
 configs measured for it, from recorded datasets (`observations_from_datasets`) or from the
@@ -18,7 +19,8 @@ candidate is realized in every observation's space exactly as a lookup would rea
 Templates are ranked by geomean slowdown (coverage >= `min_coverage` first) and kept only
 when `vs_default <= 1 - margin`: a seed must beat the space's default by the margin on its
 own, or it is not worth a measurement. A rule keeps up to `keep` templates; a group whose
-best template misses the margin gives no rule (the report says why).
+best template misses the margin gives no rule (the report says why). Every rule lists the
+datasets it was `learned_from` (`observed.Origin`), so a replay can leave its own shape out.
 """
 from __future__ import annotations
 
@@ -27,20 +29,20 @@ import logging
 import math
 import statistics
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-import click
 import numpy as np
 
-from .errors import AbductuneError, SpaceError
-from .hardware import HardwareInfo
-from .heuristics.classify import Classification, classify
-from .heuristics.observed import ANY, Database, Rule, Template, family_key
-from .heuristics.registry import InvalidSeed, realize, template_keys, template_scope
-from .measurement import Measurement
-from .problem import Problem
-from .space import Choice, Config, Space
+from ..classify import Classification, classify
+from ..datasets.format import Dataset
+from ..datasets.public import load_any
+from ..errors import AbductuneError, InvalidSeed, SpaceError
+from ..hardware import HardwareInfo, as_hardware
+from ..measurement import Measurement
+from ..problem import Problem
+from ..space import Choice, Config, Space
+from .observed import ANY, Database, Origin, Rule, Template, family_key
+from .realize import realize, template_keys, template_scope
 
 log = logging.getLogger(__name__)
 
@@ -132,36 +134,8 @@ def observation_from_dataset(ds: Any) -> Observation:
                                          source=str(ds.path or ds.source))
 
 
-def expand_dataset_args(items: Iterable[str]) -> list[Path]:
-    """Files, folders, and the keywords 'public' and 'bundled'."""
-    from .datasets.bundled import bundled_datasets
-    from .datasets.public import list_public_datasets
-
-    out: list[Path] = []
-    for item in items:
-        if item == "public":
-            out += list_public_datasets()
-        elif item == "bundled":
-            out += bundled_datasets()
-        else:
-            p = Path(item)
-            if p.is_dir():
-                out += sorted(q for q in p.rglob("*") if q.is_file() and q.name.endswith(
-                    (".json", ".json.gz", ".jsonl", ".jsonl.gz")) and q.name.lower() != "manifest.json"
-                    and q.name != "compile_times.json")
-            elif p.exists():
-                out.append(p)
-            else:
-                raise AbductuneError(f"dataset {item} does not exist (give a file, a folder, "
-                                     "'public' or 'bundled')")
-    return out
-
-
 def observations_from_datasets(items: Iterable[Any]) -> list[Observation]:
     """Observations from Dataset objects or paths (any format `load_any` reads)."""
-    from .datasets.format import Dataset
-    from .datasets.public import load_any
-
     obs = []
     for it in items:
         ds = it if isinstance(it, Dataset) else load_any(it)
@@ -174,7 +148,7 @@ def observations_from_datasets(items: Iterable[Any]) -> list[Observation]:
 
 def _builtin_space(kernel: str, fingerprint: str) -> tuple[Space, Config] | None:
     try:
-        from . import kernels
+        from .. import kernels  # late: kernels import triton, which is optional here
         if kernel not in kernels.names():
             return None
         spec = kernels.get(kernel)
@@ -193,8 +167,6 @@ def observations_from_store(store: Any, *, kernel: str | None = None, hardware: 
     built-in kernel's when its fingerprint matches, else one inferred from the measured
     values (no roles, no default: such contexts give rules only if the default config, the
     first measured value of each parameter, was measured)."""
-    from .hardware import lookup
-
     obs = []
     for b in store.best_configs(kernel, hardware):
         ctx = b.context
@@ -222,9 +194,7 @@ def observations_from_store(store: Any, *, kernel: str | None = None, hardware: 
                 continue
             got = (sp, None)
         space, default = got
-        hw = lookup(ctx.hardware, strict=False) if ctx.hardware else None
-        if hw is None and ctx.hardware:
-            hw = HardwareInfo(name=ctx.hardware, vendor="unknown")
+        hw = as_hardware(ctx.hardware) if ctx.hardware else None
         problem = Problem(kernel=ctx.kernel, kernel_class=ctx.kernel_class or "other",
                           dims=dict(ctx.dims), dtypes=dict(ctx.dtypes), hardware=hw,
                           source_hash=ctx.source_hash)
@@ -265,6 +235,15 @@ def _hw_keys(hw: HardwareInfo | None, levels: Sequence[str]) -> list[str]:
     if "any" in levels:
         out.append(ANY)
     return out
+
+
+def _origins(group: Sequence[Observation]) -> list[Origin]:
+    """Provenance of a rule: each dataset of its group once, in group order."""
+    out: dict[str, Origin] = {}
+    for o in group:
+        org = Origin.of(o.problem)
+        out.setdefault(org.key, org)
+    return list(out.values())
 
 
 def _tkey(t: Mapping[str, Any]) -> str:
@@ -311,9 +290,9 @@ def harvest(observations: Sequence[Observation], *, margin: float = 0.05, top: i
             rule = Rule(kernel_class=kclass, bucket=bucket, dtype_family=fam, hardware=hk,
                         variant=variant, scope=scope, exact=dict(ex) or None,
                         granularity=granularity, templates=templates,
-                        source={"harvest": {"shapes": [o.name for o in group],
-                                            "kernels": sorted({o.kernel for o in group}),
-                                            "margin": margin}})
+                        source={"harvest": {"kernels": sorted({o.kernel for o in group}),
+                                            "margin": margin}},
+                        learned_from=_origins(group))
             db.add(rule)
         reports.append(GroupReport(rep_key, len(group), bool(templates), reason, best))
     return HarvestResult(db, reports, len(observations))
@@ -354,7 +333,7 @@ def _score_group(group: list[Observation], *, top: int, keep: int, margin: float
         if not got:
             continue
         cov = sum(1 for tm in raw[ck] if tm is not None and math.isfinite(tm)) / n
-        gm = math.exp(statistics.fmean(math.log(x) for x in got))
+        gm = geomean(got)
         p90 = float(np.percentile(got, 90))
         wins = sum(1 for i, x in enumerate(row) if x is not None and best_on[i] is not None
                    and x <= best_on[i] * WIN_TOLERANCE)
@@ -363,7 +342,7 @@ def _score_group(group: list[Observation], *, top: int, keep: int, margin: float
             dt = o.default_time()
             if x is not None and dt:
                 vd.append(x * o.optimum / dt)
-        vs_default = math.exp(statistics.fmean(math.log(max(v, 1e-12)) for v in vd)) if vd else None
+        vs_default = geomean([max(v, 1e-12) for v in vd])
         scored.append((cov < min_coverage, gm, -wins, p90, ck,
                        Template(dict(cands[ck]), wins, cov, gm, p90, vs_default, n)))
     scored.sort(key=lambda s: s[:5])
@@ -380,220 +359,11 @@ def _score_group(group: list[Observation], *, top: int, keep: int, margin: float
                 f"<= {1 - margin:.3f}x"), best.to_dict()
 
 
-# ----------------------------------------------------------------------------- evaluation
-
-@dataclass
-class SeedCheck:
-    """What the database seeds for one observation, against its optimum and default."""
-
-    name: str
-    kernel: str
-    hardware: str
-    kernel_class: str
-    bucket: str
-    fallback: str
-    level: str  # "<hardware key>/<exact|bucket|fallback>" or "none"
-    seed_ratio: float | None  # seed time / optimum (None: no seed, or seed not measured)
-    default_ratio: float | None  # default time / optimum
-
-    @property
-    def kind(self) -> str:
-        return self.level.rsplit("/", 1)[-1] if self.level != "none" else "none"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dataset": self.name, "kernel": self.kernel, "hardware": self.hardware,
-                "kernel_class": self.kernel_class, "bucket": self.bucket, "fallback": self.fallback,
-                "level": self.level, "seed_over_optimum": self.seed_ratio,
-                "default_over_optimum": self.default_ratio}
-
-
-def check_seed(db: Database, o: Observation, granularity: int = 2) -> SeedCheck:
-    c = o.classification(granularity)
-    hit = db.lookup(o.problem, o.space, o.hardware, base=o.default, cls=c)
-    ratio = None
-    if hit is not None:
-        t = o.time_of(hit.config)
-        if t is not None:
-            ratio = (t if math.isfinite(t) else o.worst) / o.optimum
-    dt = o.default_time()
-    return SeedCheck(o.name, o.kernel, o.hardware.name if o.hardware else "", c.kernel_class,
-                     c.bucket, c.fallback, hit.level if hit else "none", ratio,
-                     dt / o.optimum if dt else None)
-
-
-def coverage(db: Database, observations: Sequence[Observation],
-             granularity: int = 2) -> list[SeedCheck]:
-    """One SeedCheck per observation: which rule answers it and how good its seed is."""
-    return [check_seed(db, o, granularity) for o in observations]
-
-
-def same_shape(a: Observation, b: Observation, scope: str = "kernel") -> bool:
-    """Whether b is the held-out shape of a: the same dims on the same hardware, of the same
-    kernel (scope "kernel") or of any kernel (scope "class")."""
-    hw = (a.hardware.name if a.hardware else "", b.hardware.name if b.hardware else "")
-    if hw[0] != hw[1] or dict(a.problem.dims) != dict(b.problem.dims):
-        return False
-    return scope == "class" or a.kernel == b.kernel
-
-
-def leave_one_out(observations: Sequence[Observation], *, scope: str = "kernel",
-                  granularity: int = 2, **harvest_kw: Any) -> list[SeedCheck]:
-    """For every observation S: harvest from the others of its class without S (and without
-    every other observation of S's shape on S's hardware, for its kernel or, with scope
-    "class", for any kernel), then look S up. Says how well the database generalises to a
-    shape it has never seen."""
-    if scope not in ("kernel", "class"):
-        raise AbductuneError(f"leave-one-out scope must be 'kernel' or 'class', got {scope!r}")
-    out = []
-    for s in observations:
-        cls = s.classification(granularity).kernel_class
-        train = [o for o in observations if o is not s and not same_shape(s, o, scope)
-                 and o.classification(granularity).kernel_class == cls]
-        db = harvest(train, granularity=granularity, **harvest_kw).database
-        out.append(check_seed(db, s, granularity))
-    return out
-
-
-def summarize(checks: Sequence[SeedCheck]) -> list[dict[str, Any]]:
-    """Per (hardware, kernel): shapes, fractions answered by an exact/bucket/fallback rule,
-    geomean seed / optimum over the shapes with a measured seed, and default / optimum."""
-    groups: dict[tuple[str, str], list[SeedCheck]] = {}
-    for c in checks:
-        groups.setdefault((c.hardware, c.kernel), []).append(c)
-    rows = []
-    for (hw, k), cs in sorted(groups.items()):
-        n = len(cs)
-        seeds = [c.seed_ratio for c in cs if c.seed_ratio]
-        dfl = [c.default_ratio for c in cs if c.default_ratio]
-        rows.append({"hardware": hw, "kernel": k, "shapes": n,
-                     "bucket_rule": sum(c.kind in ("bucket", "exact") for c in cs) / n,
-                     "fallback_rule": sum(c.kind == "fallback" for c in cs) / n,
-                     "no_rule": sum(c.kind == "none" for c in cs) / n,
-                     "seed_over_optimum_geomean": _geomean(seeds),
-                     "default_over_optimum_geomean": _geomean(dfl)})
-    return rows
-
-
-def _geomean(xs: Sequence[float]) -> float | None:
+def geomean(xs: Sequence[float]) -> float | None:
+    """Geometric mean of positive numbers; None for none."""
     return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else None
-
-
-# ----------------------------------------------------------------------------- CLI
-
-def _fmt(x: float | None, nd: int = 3) -> str:
-    return "-" if x is None else f"{x:.{nd}f}"
-
-
-@click.command(name="harvest")
-@click.argument("datasets", nargs=-1)
-@click.option("--from-store", "from_store", is_flag=True,
-              help="Harvest the measurements in the store as well.")
-@click.option("--store", "store_path", type=click.Path(dir_okay=False), default=None,
-              help="Store file (default: $ABDUCTUNE_STORE or the user cache).")
-@click.option("--out", "out", type=click.Path(), default=None,
-              help="Database to build or update: a .json file, or a folder (one file per "
-                   "hardware). Rules already there stay unless a harvested rule has their key.")
-@click.option("--replace", is_flag=True, help="Start from an empty database instead of updating --out.")
-@click.option("--margin", type=float, default=0.05, show_default=True,
-              help="Keep a template only when it alone is at least this much faster than the "
-                   "space's default config (0.05: at most 0.95x the default's time).")
-@click.option("--top", type=int, default=8, show_default=True,
-              help="Candidate templates: the fastest N configs of each shape.")
-@click.option("--keep", type=int, default=3, show_default=True, help="Templates kept per rule.")
-@click.option("--granularity", type=int, default=2, show_default=True,
-              help="Shape buckets: dims rounded up to powers of 2**granularity.")
-@click.option("--levels", default="name,family,any", show_default=True,
-              help="Hardware levels to write rules for: the GPU's name, its family, any GPU.")
-@click.option("--exact", is_flag=True, help="Also write one exact-dims rule per shape (for --vllm-export).")
-@click.option("--vllm-import", "vllm_import", multiple=True, type=click.Path(exists=True),
-              help="vLLM fused-MoE config files or folders to import as rules (repeatable).")
-@click.option("--vllm-export", "vllm_export", type=click.Path(file_okay=False), default=None,
-              help="Write the database's exact E/N/M rules as vLLM config files into this folder.")
-@click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
-              help="Write the coverage report to this JSON file.")
-def harvest_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | None, out: str | None,
-                replace: bool, margin: float, top: int, keep: int, granularity: int, levels: str,
-                exact: bool, vllm_import: tuple[str, ...], vllm_export: str | None,
-                json_out: str | None) -> None:
-    """Build or update the observed-heuristics database from recorded datasets (files,
-    folders, 'public', 'bundled'), the store, and vLLM config files; report coverage."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from .heuristics.vllm import export_vllm, import_vllm
-
-    console = Console()
-    if not datasets and not from_store and not vllm_import:
-        raise click.UsageError("give datasets, --from-store, or --vllm-import")
-    db = Database()
-    if out and not replace and Path(out).exists():
-        db = Database.load(out)
-        console.print(f"updating {out}: {len(db)} rule(s) there")
-    obs: list[Observation] = []
-    if datasets:
-        paths = expand_dataset_args(datasets)
-        with console.status(f"reading {len(paths)} dataset(s)"):
-            obs += observations_from_datasets(paths)
-    if from_store:
-        from .store import Store
-        with Store(store_path) as store:
-            obs += observations_from_store(store)
-    n_before = len(db)
-    result = None
-    if obs:
-        with console.status(f"harvesting {len(obs)} observation(s)"):
-            result = harvest(obs, margin=margin, top=top, keep=keep, granularity=granularity,
-                             levels=_split(levels), exact=exact, database=db)
-    if vllm_import:
-        import_vllm(vllm_import, db)
-    checks = coverage(db, obs, granularity) if obs else []
-    if result is not None:
-        dropped = [g for g in result.groups if not g.kept]
-        console.print(f"{len(obs)} observation(s): {result.rules_added} rule(s) kept, "
-                      f"{len(dropped)} group(s) dropped (margin {margin:.0%})")
-        for g in dropped[:20]:
-            k = g.key
-            console.print(f"  dropped {k['hardware']} {k['kernel_class']} {k['bucket']} "
-                          f"{k['dtype_family']}: {g.reason}")
-        if len(dropped) > 20:
-            console.print(f"  ... and {len(dropped) - 20} more")
-    if checks:
-        table = Table(title="coverage (in-sample: what the database seeds for each recorded shape)")
-        for col in ("hardware", "kernel", "shapes", "bucket rule", "fallback only", "no rule",
-                    "seed/opt", "default/opt"):
-            table.add_column(col, justify="right" if col not in ("hardware", "kernel") else "left")
-        for r in summarize(checks):
-            table.add_row(r["hardware"], r["kernel"], str(r["shapes"]), f"{r['bucket_rule']:.0%}",
-                          f"{r['fallback_rule']:.0%}", f"{r['no_rule']:.0%}",
-                          _fmt(r["seed_over_optimum_geomean"]), _fmt(r["default_over_optimum_geomean"]))
-        console.print(table)
-    console.print(f"database: {len(db)} rule(s) ({len(db) - n_before:+d})")
-    if out:
-        for p in db.save(out):
-            console.print(f"wrote {p}")
-    else:
-        console.print("nothing written (give --out to save the database)")
-    if vllm_export:
-        for p in export_vllm(db, vllm_export):
-            console.print(f"wrote {p}")
-    if json_out:
-        Path(json_out).write_text(json.dumps({
-            "rules": len(db), "margin": margin, "granularity": granularity,
-            "coverage": [c.to_dict() for c in checks], "summary": summarize(checks),
-            "groups": [{"key": g.key, "shapes": g.shapes, "kept": g.kept, "reason": g.reason,
-                        "best": g.best} for g in (result.groups if result else [])]},
-            indent=1), encoding="utf-8")
-
-
-def _split(s: str) -> list[str]:
-    return [x.strip() for x in s.split(",") if x.strip()]
 
 
 def harvest_datasets(items: Iterable[Any], **kw: Any) -> HarvestResult:
     """Shortcut: observations from datasets (objects or paths), then `harvest`."""
     return harvest(observations_from_datasets(items), **kw)
-
-
-__all__ = ["Observation", "HarvestResult", "SeedCheck", "harvest", "harvest_cmd", "harvest_datasets",
-           "observations_from_datasets", "observations_from_store", "coverage", "leave_one_out",
-           "summarize", "check_seed", "expand_dataset_args"]

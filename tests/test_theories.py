@@ -1,0 +1,246 @@
+"""The theory library: each theory's precondition holds where it should and not where it should
+not, its moves step the right role in the right direction and give valid configs; hypotheses
+are ranked and de-duplicated; and on the bundled H100 matmul data the top-5 hypotheses from the
+default config contain a faster config on most shapes."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from abductune.datasets.format import read_dataset
+from abductune.theory import LIBRARY, Hypothesis, diagnose, hypotheses
+from abductune.theory import library as lib
+from abductune.theory.diagnose import grid_tiles, wave_stats
+from theory_fixtures import (DEFAULT_MM, elementwise, elementwise_space, matmul, matmul_space, measured, row_space,
+                             rows)
+
+MATMUL_DATA = Path(__file__).resolve().parents[1] / "src/abductune/datasets/data/h100/matmul_fp16"
+
+
+def _case(problem, space, config, **kw):
+    diag = diagnose(measured(config, **kw), problem, space)
+    return diag, problem, space, dict(config)
+
+
+def _square(**kw):  # 4096^3, 60% of the compute roof: compute-bound, full waves
+    kw = {"frac_flops": 0.6, "frac_bw": 0.1, "registers": 200, "smem_bytes": 98304, **kw}
+    return _case(matmul(4096, 4096, 4096), matmul_space(), DEFAULT_MM, **kw)
+
+
+def _decode(space=None, config=None, **kw):  # M=1: latency-bound, 32 tiles on 132 SMs
+    kw = {"frac_flops": 0.001, "frac_bw": 0.2, "registers": 200, "smem_bytes": 98304, **kw}
+    return _case(matmul(1, 4096, 4096), space or matmul_space(), config or DEFAULT_MM, **kw)
+
+
+def _moved(space, before, after):
+    """{role: (before, after)} of the parameters a move changed."""
+    return {p.role: (before[p.name], after[p.name]) for p in space.params if before[p.name] != after[p.name]}
+
+
+def _check_valid(space, config, proposals):
+    assert proposals, "expected at least one proposal"
+    keys = [space.key(c) for c in proposals]
+    assert len(set(keys)) == len(keys) and space.key(config) not in keys
+    assert all(space.is_valid(c) for c in proposals)
+
+
+def test_library_is_readable():
+    names = [t.name for t in LIBRARY]
+    assert len(set(names)) == len(names) >= 9
+    for t in LIBRARY:
+        assert t.reasoning and "\n" not in t.reasoning and len(t.reasoning) < 160
+
+
+def test_padding_waste():
+    th = lib.PADDING
+    case = _decode()
+    assert th.applies(*case)
+    assert not th.applies(*_square())
+    props = th.propose(*case)
+    _check_valid(case[2], case[3], props)
+    for c in props:
+        mv = _moved(case[2], case[3], c)
+        assert mv["tile:M"][1] < mv["tile:M"][0]  # shrinks the padded dim
+        assert set(mv) <= {"tile:M", "warps"}
+    assert 16 in [c["BLOCK_M"] for c in props]  # the tightest fit for M=1
+    assert all(th.expected_gain(*case, c) > 0 for c in props)
+
+
+def test_underfilled_gpu_and_split_k():
+    th = lib.UNDERFILLED
+    case = _decode()
+    assert th.applies(*case) and not th.applies(*_square())
+    props = th.propose(*case)
+    _check_valid(case[2], case[3], props)
+    for c in props:
+        assert grid_tiles(case[1], case[2], c)[0] > case[0].tiles
+        assert all(new <= old for role, (old, new) in _moved(case[2], case[3], c).items() if role.startswith("tile"))
+    split_case = _decode(space=matmul_space(split_k=True), config={**DEFAULT_MM, "SPLIT_K": 1})
+    split_props = th.propose(*split_case)
+    assert any(c["SPLIT_K"] > 1 and c["BLOCK_N"] == 128 for c in split_props)
+    assert all(th.expected_gain(*split_case, c) > 0 for c in split_props)
+
+
+def test_wave_quantization():
+    th = lib.WAVES
+    # 2304^2: 18 x 18 = 324 tiles on 264 slots -> 1.23 waves, the second one 23% full
+    case = _case(matmul(2304, 2304, 4096), matmul_space(), DEFAULT_MM, frac_flops=0.5, registers=200,
+                 smem_bytes=98304)
+    assert case[0].wave_efficiency == pytest.approx(324 / 528)
+    assert th.applies(*case) and not th.applies(*_square())
+    props = th.propose(*case)
+    _check_valid(case[2], case[3], props)
+    slots = 132 * case[0].blocks_per_sm
+    for c in props:
+        assert wave_stats(grid_tiles(case[1], case[2], c)[0], slots)[1] > case[0].wave_efficiency
+        assert th.expected_gain(*case, c) > 0
+
+
+def test_memory_latency_deepens_the_pipeline():
+    th = lib.LATENCY
+    case = _decode()
+    assert th.applies(*case)
+    props = th.propose(*case)
+    _check_valid(case[2], case[3], props)
+    for c in props:
+        mv = _moved(case[2], case[3], c)
+        assert set(mv) <= {"stages", "tile:K"} and all(new > old for old, new in mv.values())
+        assert th.expected_gain(*case, c) > 0
+    # at the roof there is no latency left to hide
+    assert not th.applies(*_square(frac_flops=0.85))
+    # a pipeline as deep as the loop: K=128 with BLOCK_K=64 is 2 trips under 3 stages
+    short = _case(matmul(4096, 4096, 128), matmul_space(), DEFAULT_MM, frac_flops=0.1, frac_bw=0.2)
+    assert short[0].k_trips == 2 and not th.applies(*short)
+
+
+def test_compute_bound_undertiled_grows_tiles():
+    th = lib.UNDERTILED
+    case = _square()
+    assert th.applies(*case)
+    assert not th.applies(*_decode())  # not compute-bound
+    assert not th.applies(*_square(frac_flops=0.9))  # at the roof
+    props = th.propose(*case)
+    _check_valid(case[2], case[3], props)
+    for c in props:
+        mv = _moved(case[2], case[3], c)
+        assert any(r in mv and mv[r][1] > mv[r][0] for r in ("tile:M", "tile:N"))
+        assert all(new >= old for role, (old, new) in mv.items() if role in ("tile:M", "tile:N", "warps"))
+        assert grid_tiles(case[1], case[2], c)[0] >= 132
+    # 128x256 needs 8 warps under the accumulator constraint: the move brings them along
+    widest = max(props, key=lambda c: c["BLOCK_N"])
+    assert (widest["BLOCK_N"], widest["num_warps"]) == (256, 8)
+
+
+def test_spills_and_low_occupancy():
+    th = lib.PRESSURE
+    case = _square(spills=40)
+    assert th.applies(*case) and not th.applies(*_square())
+    props = th.propose(*case)
+    _check_valid(case[2], case[3], props)
+    for c in props:
+        mv = _moved(case[2], case[3], c)
+        lighter = [r for r, (old, new) in mv.items() if (r == "warps" and new > old) or
+                   (r != "warps" and new < old)]
+        assert lighter, mv  # fewer stages, a smaller tile, or the tile over more warps
+    failed = _case(matmul(4096, 4096, 4096), matmul_space(), DEFAULT_MM, status="resource_error")
+    assert th.applies(*failed) and th.expected_gain(*failed, th.propose(*failed)[0]) == 1.0
+
+
+def test_row_fits_one_block():
+    th = lib.ONE_BLOCK_ROW
+    sp, pb = row_space(), rows(4096, 1000)
+    chunked = _case(pb, sp, {"BLOCK": 512, "ROWS_PER_PROGRAM": 1, "num_warps": 4, "num_stages": 1}, frac_bw=0.4)
+    assert th.applies(*chunked)
+    props = th.propose(*chunked)
+    _check_valid(sp, chunked[3], props)
+    assert {c["BLOCK"] for c in props} == {1024}  # the smallest power of two >= 1000
+    assert props[0]["num_warps"] == 4  # 1024 elements at 8 per thread
+    assert th.expected_gain(*chunked, props[0]) > 0
+    fitted = _case(pb, sp, {"BLOCK": 1024, "ROWS_PER_PROGRAM": 1, "num_warps": 4, "num_stages": 1}, frac_bw=0.4)
+    assert not th.applies(*fitted)
+    # an oversized block also moves to the tight one
+    assert th.applies(*_case(pb, sp, {"BLOCK": 4096, "ROWS_PER_PROGRAM": 1, "num_warps": 8, "num_stages": 1},
+                             frac_bw=0.4))
+    assert not th.applies(*_square()) and not th.applies(*_huge_elementwise())
+
+
+def _huge_elementwise(config=None):
+    return _case(elementwise(1 << 28), elementwise_space(), config or {"BLOCK": 1024, "num_warps": 4, "num_stages": 1},
+                 frac_flops=0.005, frac_bw=0.9, registers=32)
+
+
+def test_l2_grouping():
+    th = lib.L2_GROUPING
+    ungrouped = _case(matmul(4096, 4096, 4096), matmul_space(), {**DEFAULT_MM, "GROUP_M": 1}, frac_flops=0.6)
+    assert th.applies(*ungrouped)
+    props = th.propose(*ungrouped)
+    _check_valid(ungrouped[2], ungrouped[3], props)
+    assert [c["GROUP_M"] for c in props] == [8]
+    assert not th.applies(*_square())  # already at the largest group
+    decode = _decode(config={**DEFAULT_MM, "GROUP_M": 1})
+    assert not th.applies(*decode)  # one tile row: nothing to group
+    small = _case(matmul(1024, 1024, 1024), matmul_space(), {**DEFAULT_MM, "GROUP_M": 1}, frac_flops=0.5)
+    assert not th.applies(*small)  # 6 MB of operands stay in the 50 MB L2 anyway
+
+
+def test_warps_matched_to_the_tile():
+    th = lib.WARPS_MATCHED
+    case = _square()  # 128x128 on 4 warps: 128 accumulators per thread
+    assert th.applies(*case)
+    props = th.propose(*case)
+    _check_valid(case[2], case[3], props)
+    assert all(c["num_warps"] > 4 for c in props)
+    matched = _case(matmul(4096, 4096, 4096), matmul_space(), {**DEFAULT_MM, "BLOCK_M": 64, "BLOCK_N": 64},
+                    frac_flops=0.5)
+    assert not th.applies(*matched)  # 32 per thread
+    tiny = _huge_elementwise({"BLOCK": 128, "num_warps": 4, "num_stages": 1})  # 1 element per thread
+    assert th.applies(*tiny)
+    tiny_props = th.propose(*tiny)
+    _check_valid(tiny[2], tiny[3], tiny_props)
+    assert all(c["num_warps"] < 4 for c in tiny_props)
+    assert all(th.expected_gain(*tiny, c) > 0 for c in tiny_props)
+
+
+def test_hypotheses_are_ranked_and_distinct():
+    diag, pb, sp, cfg = _decode()
+    hs = hypotheses(diag, pb, sp, cfg)
+    assert hs and all(isinstance(h, Hypothesis) for h in hs)
+    gains = [h.expected_gain for h in hs]
+    assert gains == sorted(gains, reverse=True)
+    keys = [sp.key(h.to_config) for h in hs]
+    assert len(set(keys)) == len(keys) and sp.key(cfg) not in keys
+    assert all(sp.is_valid(h.to_config) and h.changes and h.theory in h.reason for h in hs)
+    assert {"padding_waste", "underfilled_gpu", "memory_latency"} <= {h.theory for h in hs}
+    # a library of one theory gives only its hypotheses
+    only = hypotheses(diag, pb, sp, cfg, library=(lib.LATENCY,))
+    assert only and {h.theory for h in only} == {"memory_latency"}
+
+
+def test_step_roles_repairs_with_warps():
+    sp = matmul_space()
+    # 128x256 on 4 warps breaks the accumulator limit; the repair takes 8 warps
+    moved = lib.step_roles(sp, DEFAULT_MM, {"tile:N": +1})
+    assert moved == {**DEFAULT_MM, "BLOCK_N": 256, "num_warps": 8}
+    assert lib.step_roles(sp, DEFAULT_MM, {"tile:N": +1}, adjust=()) is None
+    assert lib.step_roles(sp, DEFAULT_MM, {"split:K": +1}) is None  # no such role
+    assert lib.step_roles(sp, {**DEFAULT_MM, "num_stages": 5}, {"stages": +1}) is None  # past the end
+
+
+@pytest.mark.skipif(not MATMUL_DATA.is_dir(), reason="bundled H100 matmul data not present")
+def test_top5_hypotheses_beat_the_default_on_recorded_h100_matmuls():
+    """Measured when written: 16 of 16 shapes have a strictly faster config among the top 5."""
+    files = sorted(MATMUL_DATA.glob("*.jsonl.gz"))
+    assert len(files) == 16
+    wins = 0
+    for f in files:
+        ds = read_dataset(f)
+        sp = ds.space()
+        recs = {sp.key(m.config): m for m in ds.records}
+        default = ds.meta["default_config"]
+        base = recs[sp.key(default)]
+        hs = hypotheses(diagnose(base, ds.problem, sp), ds.problem, sp, default)
+        times = [recs[sp.key(h.to_config)].objective for h in hs[:5] if sp.key(h.to_config) in recs]
+        wins += any(t < base.time_ms for t in times if math.isfinite(t))
+    assert wins >= 14, f"top-5 hypotheses beat the default on only {wins} of 16 shapes"
