@@ -17,7 +17,6 @@ from abductune.datasets.format import (RESTRICTED_MIN_CONFIGS, Dataset, append_r
                                        read_dataset, require_exhaustive, write_dataset)
 from abductune.datasets.kernel_tuner import import_kernel_tuner, read_json
 from abductune.datasets.public import list_public_datasets, load_any
-from abductune.datasets.t4 import import_t4
 from abductune.errors import AbductuneError, DatasetError, SpaceError
 from abductune.hardware import KNOWN_GPUS, candidates, lookup
 from abductune.measurement import Measurement
@@ -192,7 +191,7 @@ def test_public_datasets_pass_and_their_cuts_fail(tmp_path):
         if ds.source.startswith("kernel_tuner:"):
             # a Kernel Tuner cache states every value in tune_params: cutting the records is
             # the same as cutting the file
-            cut = dataclasses.replace(ds, records=ds.records[:50], _space=None, _stated_valid=None)
+            cut = dataclasses.replace(ds, records=ds.records[:50], _space=None)
         else:  # a T4 file builds its space from the values its results hold
             cut = load_any(_cut_copy(p, tmp_path))
         with pytest.raises(DatasetError, match="not exhaustive"):

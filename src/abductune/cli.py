@@ -27,6 +27,12 @@ def _csv(value: str, cast=str) -> list[Any]:
         raise click.BadParameter(f"expected a comma-separated list, got {value!r}") from None
 
 
+def error_line(message: str) -> None:
+    """One plain line on stderr: no markup (a `[gpu]` extra or a `[/x]` path stays as it is),
+    no hard wrapping."""
+    print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
+
+
 class _Group(click.Group):
     """Turn AbductuneError into a one-line message and exit code 2 instead of a traceback."""
 
@@ -34,11 +40,43 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except AbductuneError as e:
-            err_console.print(f"[bold red]error:[/] {e}")
+            error_line(str(e))
             sys.exit(2)
+        except ModuleNotFoundError as e:
+            if e.name in ("torch", "triton"):
+                error_line(f"{e.name} is not installed: live tuning and sweeps need the gpu extra "
+                           "(pip install 'abductune[gpu]')")
+                sys.exit(2)
+            raise
+
+
+def _require_gpu_stack() -> None:
+    """Live work needs torch and triton: say which extra to install before anything starts."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise AbductuneError(f"{' and '.join(missing)} not installed: live tuning and sweeps need the gpu "
+                             "extra (pip install 'abductune[gpu]')")
+
+
+def _outputs_writable(*paths: str | None) -> None:
+    """Check where results go before any work is spent on them."""
+    from .files import check_writable
+
+    for p in paths:
+        if p:
+            check_writable(p)
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
 
 
 @click.group(cls=_Group)
+@click.version_option(_version(), "--version", prog_name="abductune")
 @click.option("-v", "--verbose", is_flag=True, help="Log debug messages.")
 def main(verbose: bool) -> None:
     """abductune: find fast Triton launch configs with few measurements."""
@@ -65,8 +103,10 @@ def strategies() -> None:
     from .search import STRATEGIES
 
     for name, cls in sorted(STRATEGIES.items()):
-        doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
-        console.print(f"[bold]{name:12}[/] {doc}")
+        doc = (sys.modules[cls.__module__].__doc__ or "").strip().split("\n\n")[0]
+        first = " ".join(doc.split())
+        first = first.split(". ")[0].rstrip(".") + "."  # the first sentence, whole
+        click.echo(f"{name:12} {first}")
 
 
 @main.command(name="replay")
@@ -82,14 +122,21 @@ def strategies() -> None:
               help="Write every figure to this JSON file.")
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), default=None,
               help="Write a best-so-far plot (PNG).")
+@click.option("--noise", is_flag=True, help="Add measurement noise drawn from the bundled H100 noise study; "
+              "strategies see noisy times and are scored on the recorded ones.")
+@click.option("--seeds", "seed_source", type=click.Choice(["none", "heuristics"]), default="none",
+              show_default=True, help="Seed every run like `tune` does (heuristics and the observed "
+              "database), leaving out rules learned from the replayed dataset itself.")
 def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, seconds: float | None,
-               repeats: int, seed: int, json_out: str | None, plot_out: str | None) -> None:
+               repeats: int, seed: int, json_out: str | None, plot_out: str | None, noise: bool,
+               seed_source: str) -> None:
     """Compare strategies by replaying recorded datasets (files, folders, 'public', 'bundled')."""
     from .datasets.public import load_any
     from .evaluate import aggregate, compare_on_dataset, plot_curves
+    from .measure.replay import NoiseModel
     from .search import STRATEGIES
 
-    names = _csv(strategy_list)
+    names = list(dict.fromkeys(_csv(strategy_list)))
     for n in names:
         if n not in STRATEGIES:
             raise AbductuneError(f"unknown strategy {n!r}; known: {', '.join(sorted(STRATEGIES))}")
@@ -98,24 +145,35 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
         raise AbductuneError(f"budgets must be positive integers, got {budget_list!r}")
     if repeats <= 0:
         raise AbductuneError(f"--repeats must be positive, got {repeats}")
-    paths = _expand_datasets(datasets)
+    if seconds is not None and not seconds > 0:
+        raise AbductuneError(f"--seconds must be positive, got {seconds:g}")
+    _outputs_writable(json_out, plot_out)
+    paths = list(dict.fromkeys(p.resolve() for p in _expand_datasets(datasets)))  # `bundled bundled` once
+    noise_model = NoiseModel.from_study() if noise else None
+    seeds_fn = _replay_seeds if seed_source == "heuristics" else None
     cells = []
     curves: dict[str, dict[str, list[list[float]]]] = {}
     optima: dict[str, float] = {}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err_console, transient=True) as bar:
         task = bar.add_task("replaying", total=len(paths) * len(names) * repeats)
+        labels = _unique_labels(paths)
         for p in paths:
             ds = load_any(p)
-            bar.update(task, description=f"replaying {ds.name}")
+            label = labels[p]
+            cov = ds.coverage()
+            if not cov.trusted():
+                raise AbductuneError(f"{p}: {cov.describe()}; replay needs an exhaustive dataset")
+            bar.update(task, description=f"replaying {label}")
             c: dict[str, list[list[float]]] = {}
-            cells += compare_on_dataset(ds, names, budgets, repeats, seed, seconds, curves=c,
-                                        progress=lambda: bar.advance(task))
-            curves[ds.name] = c
-            optima[ds.name] = ds.optimum().time_ms  # type: ignore[assignment]
+            cells += compare_on_dataset(ds, names, budgets, repeats, seed, seconds, curves=c, seeds_fn=seeds_fn,
+                                        progress=lambda: bar.advance(task), noise=noise_model, label=label)
+            curves[label] = c
+            optima[label] = ds.optimum().time_ms  # type: ignore[assignment]
     agg = aggregate(cells)
     table = Table(title=f"replay: {len(paths)} dataset(s), {repeats} repeats, seed {seed}"
-                  + (f", {seconds:g} s limit" if seconds else ""))
+                  + (f", {seconds:g} s limit" if seconds else "") + (", with noise" if noise else "")
+                  + (", seeded (leave-one-shape-out)" if seeds_fn else ""))
     for col in ("strategy", "budget", "score P", "median best/opt", "≤1.02×", "≤1.05×"):
         table.add_column(col, justify="right" if col != "strategy" else "left")
     for row in agg:
@@ -124,15 +182,50 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
                       f"{row['mean_within_1.05']:.0%}")
     console.print(table)
     if json_out:
-        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
-        with open(json_out, "w") as f:
-            json.dump({"datasets": [str(p) for p in paths], "strategies": names, "budgets": budgets,
-                       "repeats": repeats, "seed": seed, "seconds": seconds,
-                       "cells": [c.to_dict() for c in cells], "aggregate": agg}, f, indent=1)
+        from .files import atomic_write_text
+
+        atomic_write_text(json_out, json.dumps(
+            {"datasets": [str(p) for p in paths], "labels": [labels[p] for p in paths], "strategies": names,
+             "budgets": budgets, "repeats": repeats, "seed": seed, "seconds": seconds, "noise": noise,
+             "seeds": seed_source, "cells": [c.to_dict() for c in cells], "aggregate": agg}, indent=1))
         console.print(f"wrote {json_out}")
     if plot_out:
         plot_curves(curves, optima, plot_out)
         console.print(f"wrote {plot_out}")
+
+
+def _unique_labels(paths: list[Path]) -> dict[Path, str]:
+    """A label per dataset: its file stem, with parent folders added until labels are unique
+    (`convolution_milo/A100` and `dedispersion_milo/A100` stay apart)."""
+    def stem(p: Path) -> str:
+        name = p.name
+        for ext in (".gz", ".jsonl", ".json"):
+            name = name.removesuffix(ext)
+        return name
+    depth = {p: 0 for p in paths}
+    while True:
+        labels = {p: "/".join([*p.parent.parts[len(p.parent.parts) - depth[p]:], stem(p)]) for p in paths}
+        seen: dict[str, list[Path]] = {}
+        for p, lab in labels.items():
+            seen.setdefault(lab, []).append(p)
+        clashes = [ps for ps in seen.values() if len(ps) > 1]
+        if not clashes:
+            return labels
+        for ps in clashes:
+            for p in ps:
+                if depth[p] >= len(p.parent.parts):
+                    return {q: str(q) for q in paths}
+                depth[p] += 1
+
+
+def _replay_seeds(ds: Any) -> list[Any]:
+    """Seeds for a replayed dataset as `tune` would give them, never from the dataset itself."""
+    from .tune import seed_list
+
+    space = ds.space()
+    default = ds.meta.get("default_config") or space.default()
+    seeds, _ = seed_list(ds.problem, space, default, None, True, None, exclude=ds.problem)
+    return seeds
 
 
 @main.command(name="import")
@@ -144,25 +237,17 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
 def import_cmd(source: str, out: str, kernel_class: str | None, dims: str | None,
                hardware: str | None) -> None:
     """Convert a Kernel Tuner cache or T4 file into an abductune dataset."""
-    import dataclasses
-
     from .datasets.format import write_dataset
     from .datasets.public import load_any
-    from .hardware import lookup
 
-    ds = load_any(source)
-    changes: dict[str, Any] = {}
-    if kernel_class:
-        changes["kernel_class"] = kernel_class
+    _outputs_writable(out)
+    dim_map = None
     if dims:
         try:
-            changes["dims"] = {k: int(v) for k, v in (kv.split("=") for kv in dims.split(","))}
+            dim_map = {k.strip(): int(v) for k, v in (kv.split("=") for kv in dims.split(","))}
         except ValueError:
             raise AbductuneError(f"--dims must look like M=64,N=4096, got {dims!r}") from None
-    if hardware:
-        changes["hardware"] = lookup(hardware)
-    if changes:
-        ds.problem = dataclasses.replace(ds.problem, **changes)
+    ds = load_any(source, kernel_class=kernel_class, dims=dim_map, hardware=hardware)
     write_dataset(ds, out)
     console.print(f"wrote {out}: {len(ds.records)} configs, optimum {ds.optimum().time_ms:.4g} ms")
 
@@ -173,6 +258,9 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
 
     if shapes:
         return parse_shapes(shapes)
+    if mode == "replay" and ":" in kernel:
+        raise AbductuneError(f"{kernel} is a user kernel: replay needs its recorded dataset; tune it live "
+                             "on a GPU, or `abductune replay` a dataset you swept for it")
     if mode == "replay":
         from .datasets.bundled import bundled_datasets
         from .datasets.format import read_dataset
@@ -186,82 +274,139 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
 @main.command(name="tune")
 @click.option("--kernel", "kernel_list", default="matmul_fp16,softmax_fp16,rmsnorm_fp16,gelu_mul_fp16",
               show_default=True,
-              help="Comma-separated built-in kernels (see `abductune kernels`).")
+              help="Comma-separated built-in kernels (see `abductune kernels`), or module:Class of your "
+                   "own KernelSpec (see docs/LIBRARY.md).")
 @click.option("--shapes", default=None, help="e.g. 'M=16,N=4096,K=4096;M=512,N=4096,K=4096' "
               "(default: every recorded shape in replay, the suite's shapes live).")
 @click.option("--strategy", default="pattern", show_default=True)
 @click.option("--budget", type=int, default=32, show_default=True,
               help="Evaluations per shape (seeds included).")
 @click.option("--no-heuristics", is_flag=True, help="Start without seed configs from heuristics.")
+@click.option("--database", default=None, type=click.Path(exists=True),
+              help="Observed-heuristics database (a file or folder written by `abductune harvest`) "
+                   "instead of the packaged one.")
 @click.option("--seconds", type=float, default=None, help="Seconds per shape (compile + benchmark).")
 @click.option("--mode", type=click.Choice(["auto", "live", "replay"]), default="auto", show_default=True,
               help="live needs a GPU; auto replays bundled H100 measurements when there is none.")
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--store", "store_path", default=None, help="SQLite store (default: user cache dir); "
-              "live runs record every measurement there and resume from it.")
+@click.option("--store", "store_path", default=None, help="SQLite store. Live default: the user cache "
+              "dir (every measurement recorded, reruns resume); replay default: in memory.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
 def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, seconds: float | None,
-             no_heuristics: bool, mode: str, seed: int, store_path: str | None,
+             no_heuristics: bool, database: str | None, mode: str, seed: int, store_path: str | None,
              json_out: str | None) -> None:
     """Tune built-in kernels: live on a GPU, else by replaying bundled H100 measurements."""
-    from .search import Budget
+    from . import kernels
+    from .search import STRATEGIES, Budget
+    from .store import Store
     from .tune import gpu_available, tune_one
 
+    if budget < 1:
+        raise AbductuneError(f"--budget must be at least 1 evaluation, got {budget}")
+    if seconds is not None and not seconds > 0:
+        raise AbductuneError(f"--seconds must be positive, got {seconds:g}")
+    if strategy not in STRATEGIES:
+        raise AbductuneError(f"unknown strategy {strategy!r}; known: {', '.join(sorted(STRATEGIES))}")
+    names = _csv(kernel_list)
+    unknown = [k for k in names if ":" not in k and k not in kernels.names()]
+    if unknown:
+        raise AbductuneError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(kernels.names())}")
+    _outputs_writable(json_out)
+    if mode == "live":
+        _require_gpu_stack()
     if mode == "auto":
         mode = "live" if gpu_available() else "replay"
         if mode == "replay":
-            err_console.print("[yellow]no GPU found: replaying measurements recorded on an H100 "
-                              "(bundled datasets); times are those recorded, not measured now[/]")
-    store = None
-    if mode == "live":
-        from .store import Store
+            import importlib.util
 
-        store = Store(store_path) if store_path else Store()
+            if importlib.util.find_spec("torch") is None and _nvidia_gpu_present():
+                _require_gpu_stack()  # a GPU without torch: say so rather than replay H100 data
+            err_console.print("no GPU found: replaying measurements recorded on an H100 (bundled datasets); "
+                              "times are those recorded, not measured now", style="yellow", markup=False, soft_wrap=True)
+    db = None
+    if database:
+        from .heuristics import load_database
+
+        db = load_database(database)
+    if store_path:
+        store: Any = Store(store_path)
+    else:
+        store = Store() if mode == "live" else None
     outcomes = []
-    jobs = [(k, d) for k in _csv(kernel_list) for d in _shapes_for(k, shapes, mode)]
+    jobs = [(k, d) for k in names for d in _shapes_for(k, shapes, mode)]
     if not jobs:
         raise AbductuneError("nothing to tune: no shapes given and none recorded for "
                              f"{kernel_list}")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
-        task = bar.add_task("tuning", total=len(jobs))
+                  TextColumn("{task.fields[evals]}"), TimeElapsedColumn(), console=err_console,
+                  transient=True) as bar:
+        task = bar.add_task("tuning", total=len(jobs), evals="")
         for k, d in jobs:
-            bar.update(task, description=f"{k} {d}")
+            shape = ",".join(f"{a}={b}" for a, b in d.items())
+            bar.update(task, description=f"{k} {shape}", evals="")
+            count = [0]
+
+            def on_batch(ms: list[Any], count: list[int] = count) -> None:
+                count[0] += len(ms)
+                bar.update(task, evals=f"{count[0]} evals")
             outcomes.append(tune_one(k, d, strategy=strategy, budget=Budget(budget, seconds), seed=seed,
-                                     mode=mode, store=store, heuristics=not no_heuristics))
+                                     mode=mode, store=store, heuristics=not no_heuristics, database=db,
+                                     on_batch=on_batch))
             bar.advance(task)
     if store is not None:
         store.close()
     _print_outcomes(outcomes, mode)
     if json_out:
-        with open(json_out, "w") as f:
-            json.dump([o.to_dict() for o in outcomes], f, indent=1)
+        from .files import atomic_write_text
+
+        atomic_write_text(json_out, json.dumps([o.to_dict() for o in outcomes], indent=1, default=str))
         console.print(f"wrote {json_out}")
+
+
+def _nvidia_gpu_present() -> bool:
+    return any(Path(p).exists() for p in ("/dev/nvidia0", "/proc/driver/nvidia/version"))
 
 
 def _fmt_ms(v: float | None) -> str:
     return "-" if v is None else (f"{v * 1e3:.1f} µs" if v < 1 else f"{v:.3f} ms")
 
 
+def format_config(cfg: dict[str, Any] | None) -> str:
+    """A config as `NAME=value, ...`: readable, and pasteable as Python keyword arguments."""
+    if not cfg:
+        return "-"
+    return ", ".join(f"{k}={v!r}" for k, v in cfg.items())
+
+
 def _print_outcomes(outcomes: list[Any], mode: str) -> None:
     table = Table(title=f"abductune tune ({mode})")
-    cols = ["kernel", "shape", "winner", "time", "fixed list best", "default", "torch"]
+    cols = ["#", "kernel", "shape", "time", "fixed list best", "default", "torch"]
     if mode == "replay":
         cols.append("optimum")
     cols += ["evals", "seconds"]
     for c in cols:
-        table.add_column(c, justify="left" if c in ("kernel", "shape", "winner") else "right")
-    for o in outcomes:
+        table.add_column(c, justify="left" if c in ("kernel", "shape") else "right")
+    for i, o in enumerate(outcomes, 1):
         d = o.to_dict()
-        w = o.winner
-        cfg = "/".join(f"{v}" for v in w.config.values()) if w else "-"
-        row = [o.kernel, "×".join(str(v) for v in o.dims.values()), cfg, _fmt_ms(d["winner_ms"]),
+        row = [str(i), o.kernel, ",".join(f"{a}={b}" for a, b in o.dims.items()), _fmt_ms(d["winner_ms"]),
                _fmt_ms(d["fixed_best_ms"]), _fmt_ms(d["default_ms"]), _fmt_ms(d["torch_ms"])]
         if mode == "replay":
             row.append(_fmt_ms(d["optimum_ms"]))
         row += [str(o.evaluations), f"{o.seconds:.1f}"]
         table.add_row(*row)
     console.print(table)
+    # the winners on their own lines, never cut: a user pastes them into code
+    for i, o in enumerate(outcomes, 1):
+        click.echo(f"#{i} {o.kernel} {','.join(f'{a}={b}' for a, b in o.dims.items())}: "
+                   f"{format_config(o.winner.config if o.winner else None)}")
+    timing: dict[str, float] = {}
+    for o in outcomes:
+        for k, v in (o.session.timing if o.session else {}).items():
+            timing[k] = timing.get(k, 0.0) + v
+    if timing:
+        wall = sum(o.wall_s for o in outcomes)
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(timing.items(), key=lambda kv: -kv[1]))
+        click.echo(f"wall {wall:.1f} s: {parts} (search includes measure and store)")
 
 
 @main.command(name="kernels")

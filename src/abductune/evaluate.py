@@ -97,7 +97,7 @@ def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence
                        seed: int = 0, seconds: float | None = None, seeds_fn: SeedFn | None = None,
                        curves: dict[str, list[list[float]]] | None = None,
                        progress: Callable[[], None] | None = None,
-                       noise: NoiseModel | None = None) -> list[Cell]:
+                       noise: NoiseModel | None = None, label: str | None = None) -> list[Cell]:
     """Run each strategy `repeats` times, each run one Session on a private in-memory store.
     Strategies never see the budget (it only truncates), so one run at the largest budget gives
     the best-so-far at every smaller budget; with a seconds limit the runs are made per budget
@@ -116,7 +116,7 @@ def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence
         for r in range(repeats):
             runs = ([(max(budgets), None)] if seconds is None else [(b, b) for b in budgets])
             for run_budget, only in runs:
-                rseed = repeat_seed(ds.name, name, r, seed)
+                rseed = repeat_seed(label or ds.name, name, r, seed)
                 ev = ReplayEvaluator(ds, noise=noise, seed=rseed)
                 with Session(ev, strategy=name, seed=rseed, budget=Budget(run_budget, seconds),
                              seeds=seeds, judge=noise is not None) as session:
@@ -141,7 +141,7 @@ def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence
                 progress()
         for b in budgets:
             bests_b, evals_b, secs_b = per_budget[b]
-            cells.append(Cell(ds.name, name, b, opt, bests_b, evals_b, secs_b,
+            cells.append(Cell(label or ds.name, name, b, opt, bests_b, evals_b, secs_b,
                               expected_best_random(all_times, b)))
     return cells
 

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from .datasets.bundled import shape_name
 from .datasets.format import Dataset, append_records, write_dataset
-from .errors import AbductuneError, DatasetError
+from .errors import AbductuneError
 from .files import atomic_write_text
 from .hardware import HardwareInfo, local_hardware, toolchain
 from .measurement import Measurement

@@ -25,12 +25,20 @@ def bundled_datasets(gpu: str | None = None, kernel: str | None = None) -> list[
     return out
 
 
+def _stem_dims(p: Path) -> list[tuple[str, int]] | None:
+    import re
+
+    parts = re.findall(r"([A-Za-z]+)(\d+)", p.name.removesuffix(".jsonl.gz"))
+    return sorted((k, int(v)) for k, v in parts) if parts else None
+
+
 def find_bundled(kernel: str, dims: dict[str, int], gpu: str | None = None) -> Path:
     """The bundled dataset of `kernel` for exactly these dims, or a clear error listing shapes."""
     want = shape_name(dims)
     cands = bundled_datasets(gpu, kernel)
-    for p in cands:
-        if p.name == f"{want}.jsonl.gz":
+    target = sorted((k, int(v)) for k, v in dims.items())
+    for p in cands:  # dims match in any order: K=4096,N=4096,M=1 is M=1,N=4096,K=4096
+        if p.name == f"{want}.jsonl.gz" or _stem_dims(p) == target:
             return p
     have = ", ".join(p.name.removesuffix(".jsonl.gz") for p in cands) or "none"
     raise AbductuneError(f"no bundled dataset for {kernel} at {want}; recorded shapes: {have}")

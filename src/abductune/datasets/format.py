@@ -115,7 +115,7 @@ class Dataset:
     # records dropped on reading because they lie outside the space: reason -> count
     dropped: dict[str, int] = field(default_factory=dict)
     _space: Space | None = field(default=None, repr=False, compare=False)
-    _stated_valid: int | None = field(default=None, repr=False, compare=False)
+    _stated_valid: tuple[str, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -153,9 +153,10 @@ class Dataset:
         base = self.stated_space()
         where = self.path or self.name
         try:
-            if self._stated_valid is None:
+            fp = base.fingerprint()
+            if self._stated_valid is None or self._stated_valid[0] != fp:
                 # without constraints the count is the product: no enumeration of a huge space
-                self._stated_valid = (base.cardinality if not base.constraints else
+                self._stated_valid = (fp, base.cardinality if not base.constraints else
                                       sum(1 for _ in base.iter_configs()))
             keys = []
             for m in self.records:
@@ -168,7 +169,7 @@ class Dataset:
         except SpaceError as e:
             raise SpaceError(f"{where}: {e}") from None
         return Coverage(records=len(self.records), distinct=len(distinct),
-                        duplicates=len(keys) - len(distinct), valid=self._stated_valid,
+                        duplicates=len(keys) - len(distinct), valid=self._stated_valid[1],
                         covered=covered, outside_values=self.dropped.get("outside_values", 0),
                         failing_constraints=self.dropped.get("failing_constraints", 0),
                         restricted_to_records=self.restricted_to_records)

@@ -374,7 +374,7 @@ def _hardware(hw: HardwareInfo | str | None, device_name: str, stem: str) -> Har
                 log.info("hardware %r taken as %s, the variant the file's device name %r names",
                          hw, named[0], device_name or stem)
                 return KNOWN_GPUS[named[0]]
-            lookup(hw)  # raises: lists the variants
+            lookup(hw)  # ambiguous and not settled by the file: raises, listing the variants
         log.warning("GPU %r is not in the hardware table (known GPUs: %s); its peaks are "
                     "unknown, so nothing hardware-specific applies", hw, ", ".join(KNOWN_GPUS))
         return HardwareInfo(name=hw, vendor=guess_vendor(hw))
