@@ -34,7 +34,27 @@ def error_line(message: str) -> None:
 
 
 class _Group(click.Group):
-    """Turn AbductuneError into a one-line message and exit code 2 instead of a traceback."""
+    """Every mistake a user can make ends as one plain line on stderr and exit code 2: our
+    AbductuneError, click's usage errors (which would print a usage block), a missing gpu
+    extra, and an OS error on a path the user gave."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:  # a caller driving click itself gets click's behaviour
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as e:
+            cmd = e.ctx.command_path if e.ctx is not None else "abductune"
+            error_line(f"{e.format_message()} (see `{cmd} --help`)")
+            sys.exit(2)
+        except click.ClickException as e:
+            error_line(e.format_message())
+            sys.exit(2)
+        except click.Abort:
+            error_line("aborted")
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)  # --help and --version return their code
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -48,6 +68,11 @@ class _Group(click.Group):
                            "(pip install 'abductune[gpu]')")
                 sys.exit(2)
             raise
+        except OSError as e:
+            if e.filename is None:  # not about a path the user gave: a bug worth its traceback
+                raise
+            error_line(f"cannot use {e.filename}: {e.strerror or type(e).__name__}")
+            sys.exit(2)
 
 
 def _require_gpu_stack() -> None:
@@ -58,6 +83,12 @@ def _require_gpu_stack() -> None:
     if missing:
         raise AbductuneError(f"{' and '.join(missing)} not installed: live tuning and sweeps need the gpu "
                              "extra (pip install 'abductune[gpu]')")
+
+
+def _quiet_bar() -> bool:
+    """No progress bar when stderr is not a terminal: a bar stopped by an error would leave a
+    stray line before the one-line error message (and a log file wants no bars)."""
+    return not err_console.is_terminal
 
 
 def _outputs_writable(*paths: str | None) -> None:
@@ -155,7 +186,7 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
     curves: dict[str, dict[str, list[list[float]]]] = {}
     optima: dict[str, float] = {}
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console, transient=True) as bar:
+                  TimeElapsedColumn(), console=err_console, transient=True, disable=_quiet_bar()) as bar:
         task = bar.add_task("replaying", total=len(paths) * len(names) * repeats)
         labels = _unique_labels(paths)
         for p in paths:
@@ -275,7 +306,7 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
 @click.option("--kernel", "kernel_list", default="matmul_fp16,softmax_fp16,rmsnorm_fp16,gelu_mul_fp16",
               show_default=True,
               help="Comma-separated built-in kernels (see `abductune kernels`), or module:Class of your "
-                   "own KernelSpec (see docs/LIBRARY.md).")
+                   "own KernelSpec (see docs/TROUBLESHOOTING.md, 'Your own kernel').")
 @click.option("--shapes", default=None, help="e.g. 'M=16,N=4096,K=4096;M=512,N=4096,K=4096' "
               "(default: every recorded shape in replay, the suite's shapes live).")
 @click.option("--strategy", default="pattern", show_default=True)
@@ -339,7 +370,7 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, s
                              f"{kernel_list}")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[evals]}"), TimeElapsedColumn(), console=err_console,
-                  transient=True) as bar:
+                  transient=True, disable=_quiet_bar()) as bar:
         task = bar.add_task("tuning", total=len(jobs), evals="")
         for k, d in jobs:
             shape = ",".join(f"{a}={b}" for a, b in d.items())
@@ -419,27 +450,65 @@ def kernels_cmd() -> None:
 
 
 @main.command(name="sweep")
-@click.option("--kernel", required=True, help="Built-in kernel name.")
+@click.option("--kernel", required=True, help="Built-in kernel name, or module:Class of your own KernelSpec.")
 @click.option("--shapes", default=None, help="'M=16,N=4096,K=4096;...' (default: the suite's shapes).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--workers", type=int, default=None, help="Parallel compile processes (default: CPUs).")
 @click.option("--limit", type=int, default=None, help="Only the first N configs (for a quick look).")
 def sweep_cmd(kernel: str, shapes: str | None, out_dir: str, workers: int | None, limit: int | None) -> None:
     """Measure every config of a kernel for a list of shapes into datasets (resumable)."""
+    _require_gpu_stack()  # before anything: without torch and triton nothing below can run
     from . import kernels
+    from .hardware import local_hardware
     from .sweep import parse_shapes, sweep
 
-    shape_list = parse_shapes(shapes) if shapes else kernels.get(kernel).suite_shapes()
+    for opt, v in (("--workers", workers), ("--limit", limit)):
+        if v is not None and v < 1:
+            raise AbductuneError(f"{opt} must be at least 1, got {v}")
+    spec = kernels.get(kernel)
+    shape_list = parse_shapes(shapes) if shapes else spec.suite_shapes()
+    if not shape_list:
+        raise AbductuneError(f"--shapes {shapes!r} names no shape; write M=16,N=4096,K=4096;...")
+    for dims in shape_list:
+        spec.problem(dims)  # a wrong or missing dim fails now, not after the first shape
+    _dir_creatable(out_dir, "--out")
+    hw = local_hardware()  # no visible GPU: one line before any folder or file is made
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err_console) as bar:
+                  TimeElapsedColumn(), console=err_console, transient=True, disable=_quiet_bar()) as bar:
         task = bar.add_task("sweeping", total=None)
 
         def progress(label: str, done: int, total: int) -> None:
             bar.update(task, description=label, completed=done, total=total)
 
-        paths = sweep(kernel, shape_list, out_dir, compile_workers=workers, limit=limit, on_progress=progress)
+        paths = sweep(kernel, shape_list, out_dir, compile_workers=workers, limit=limit, hardware=hw,
+                      on_progress=progress)
     for p in paths:
         console.print(f"wrote {p}")
+
+
+def _dir_creatable(path: str, what: str) -> Path:
+    """Raise one line naming `path` unless it is a folder, or one can be made there, that
+    accepts new files. Creates nothing: a run that fails later leaves no empty folder."""
+    import errno
+    import tempfile
+
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise AbductuneError(f"{what} {p} is a file, not a folder; give a folder path")
+    base = p
+    while not base.exists():  # the nearest folder that exists is where mkdir would start
+        base = base.parent
+    if not base.is_dir():
+        raise AbductuneError(f"cannot create folder {p} ({what}): {base} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".abductune-", suffix=".check", dir=base)
+    except OSError as e:
+        why = "read-only file system" if e.errno == errno.EROFS else (e.strerror or type(e).__name__).lower()
+        raise AbductuneError(f"cannot create or write folder {p} ({what}): {base} does not accept "
+                             f"new files ({why}); choose a writable location") from None
+    os.close(fd)
+    os.unlink(probe)
+    return p
 
 
 def _register_harvest() -> None:
@@ -479,7 +548,6 @@ def _register_harvest() -> None:
                     vllm_export: str | None, json_out: str | None) -> None:
         """Build or update the observed-heuristics database from recorded datasets (files,
         folders, 'public', 'bundled'), the store, and vLLM config files; report coverage."""
-        from .datasets.paths import expand_dataset_args
         from .heuristics.coverage import coverage, summarize
         from .heuristics.harvest import harvest, observations_from_datasets, observations_from_store
         from .heuristics.observed import Database
@@ -487,31 +555,47 @@ def _register_harvest() -> None:
 
         if not datasets and not from_store and not vllm_import:
             raise click.UsageError("give datasets, --from-store, or --vllm-import")
-        db = Database()
+        _check_harvest_options(top, keep, granularity, margin, levels, from_store, store_path)
+        # everything the run writes is checked before any dataset is read
+        if out:
+            _database_out_writable(out)
+        _outputs_writable(json_out)
+        if vllm_export:
+            _dir_creatable(vllm_export, "--vllm-export")
+        paths = _expand_datasets(datasets) if datasets else []  # an empty folder is an error
+        old = Database()
         if out and not replace and Path(out).exists():
-            db = Database.load(out)
-            console.print(f"updating {out}: {len(db)} rule(s) there")
-        obs = []
-        if datasets:
-            paths = expand_dataset_args(datasets)
-            with console.status(f"reading {len(paths)} dataset(s)"):
-                obs += observations_from_datasets(paths)
-        if from_store:
+            old = Database.load(out)
+            console.print(f"updating {out}: {len(old)} rule(s) there")
+        store = None
+        if from_store:  # a mistyped --store must not create an empty store, and fails now
             from .store import Store
-            with Store(store_path) as store:
+            store = Store(store_path, must_exist=True)
+        new = Database()  # only what this run learns: merged into --out under a lock when saved
+        obs = []
+        try:
+            if paths:
+                with console.status(f"reading {len(paths)} dataset(s)"):
+                    obs += observations_from_datasets(paths)
+            if store is not None:
                 obs += observations_from_store(store)
-        n_before = len(db)
+        finally:
+            if store is not None:
+                store.close()
         result = None
         if obs:
             with console.status(f"harvesting {len(obs)} observation(s)"):
                 result = harvest(obs, margin=margin, top=top, keep=keep, granularity=granularity,
-                                 levels=_csv(levels), exact=exact, database=db)
+                                 levels=_csv(levels), exact=exact, database=new)
         if vllm_import:
-            import_vllm(vllm_import, db)
+            import_vllm(vllm_import, new)
         if result is not None:  # how to rebuild it, saved with the database
-            db.meta["harvest"] = {"datasets": list(datasets), "from_store": from_store,
-                                  "margin": margin, "top": top, "keep": keep,
-                                  "granularity": granularity, "levels": levels, "exact": exact}
+            new.meta["harvest"] = {"datasets": list(datasets), "from_store": from_store,
+                                   "margin": margin, "top": top, "keep": keep,
+                                   "granularity": granularity, "levels": levels, "exact": exact}
+        n_before = len(old)
+        db = Database(old, old.meta).merge(new)  # what --out will hold (barring a concurrent harvest)
+        db.meta.update(new.meta)
         checks = coverage(db, obs, granularity) if obs else []
         if result is not None:
             dropped = [g for g in result.groups if not g.kept]
@@ -536,7 +620,9 @@ def _register_harvest() -> None:
             console.print(table)
         console.print(f"database: {len(db)} rule(s) ({len(db) - n_before:+d})")
         if out:
-            for p in db.save(out):
+            # re-read --out under its lock and add this run's rules: a concurrent harvest into
+            # the same database keeps its rules too (--replace: this run's rules only)
+            for p in new.save(out, merge=not replace):
                 console.print(f"wrote {p}")
         else:
             console.print("nothing written (give --out to save the database)")
@@ -544,12 +630,51 @@ def _register_harvest() -> None:
             for p in export_vllm(db, vllm_export):
                 console.print(f"wrote {p}")
         if json_out:
-            Path(json_out).write_text(json.dumps({
+            from .files import atomic_write_text
+
+            atomic_write_text(json_out, json.dumps({
                 "rules": len(db), "margin": margin, "granularity": granularity,
                 "coverage": [c.to_dict() for c in checks], "summary": summarize(checks),
                 "groups": [{"key": g.key, "shapes": g.shapes, "kept": g.kept, "reason": g.reason,
                             "best": g.best} for g in (result.groups if result else [])]},
-                indent=1), encoding="utf-8")
+                indent=1))
+            console.print(f"wrote {json_out}")
+
+
+def _check_harvest_options(top: int, keep: int, granularity: int, margin: float, levels: str,
+                           from_store: bool, store_path: str | None) -> None:
+    """Numbers and names that would silently give an empty database (or hang) are errors."""
+    from .heuristics.harvest import LEVELS
+
+    for opt, v in (("--top", top), ("--keep", keep), ("--granularity", granularity)):
+        if v < 1:
+            raise AbductuneError(f"{opt} must be at least 1, got {v}")
+    if not 0 <= margin < 1:
+        raise AbductuneError(f"--margin must be in [0, 1), got {margin:g}")
+    names = _csv(levels)
+    bad = [lv for lv in names if lv not in LEVELS]
+    if bad or not names:
+        raise AbductuneError(f"--levels {levels!r}: use a comma-separated subset of {','.join(LEVELS)}")
+    if store_path and not from_store:
+        raise AbductuneError("--store is only read with --from-store; add --from-store or drop --store")
+
+
+def _database_out_writable(out: str) -> None:
+    """`harvest --out`: a .json file (its folders may be created) or a folder of files."""
+    from .files import check_writable
+
+    p = Path(out)
+    if p.suffix == ".json":
+        if p.is_dir():
+            raise AbductuneError(f"--out {p} is a folder; a database file must be a .json file")
+        if p.parent.is_dir():
+            check_writable(p)
+        else:
+            _dir_creatable(str(p.parent), "--out")
+    else:
+        if p.exists() and not p.is_dir():
+            raise AbductuneError(f"--out {p} is a file without .json suffix; give a .json file or a folder")
+        _dir_creatable(out, "--out")
 
 
 _register_harvest()

@@ -122,6 +122,19 @@ def _read_compile_times(path: Path) -> dict[str, float]:
     return obj if isinstance(obj, dict) else {}
 
 
+def make_out_dir(path: Path) -> Path:
+    """Create the sweep's output folder, or say in one line which folder cannot be made."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise AbductuneError(f"cannot create folder {path}: a file of that name (or of one of its "
+                             "parents) is in the way; give --out a folder path") from None
+    except OSError as e:
+        raise AbductuneError(f"cannot create folder {path}: {e.strerror or type(e).__name__}; give "
+                             "--out a writable folder") from None
+    return path
+
+
 def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *,
           compile_workers: int | None = None, limit: int | None = None, seed: int = 0,
           hardware: HardwareInfo | None = None, target_ms: float = 10.0, max_reps: int = 50,
@@ -136,8 +149,7 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
     if limit:
         configs = configs[:limit]
     hw = hardware or local_hardware()
-    out = Path(out_dir) / spec.name
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_out_dir(Path(out_dir) / spec.name)
     ctimes_path = out / "compile_times.json"
     ctimes = _read_compile_times(ctimes_path)
     tc = toolchain()

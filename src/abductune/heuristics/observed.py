@@ -35,6 +35,7 @@ files are harvested from the bundled H100 datasets; rebuild them (settings in th
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -47,10 +48,16 @@ from typing import Any, Iterable, Iterator, Mapping
 from ..classify import Classification, classify, shape_bucket
 from ..datasets.bundled import shape_name
 from ..errors import AbductuneError, InvalidSeed
+from ..files import atomic_write_text
 from ..hardware import HardwareInfo, as_hardware
 from ..problem import Problem
 from ..space import Config, Space
 from .realize import realize, resolve_keys, template_scope
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: writes stay atomic, concurrent merges are not serialised
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -395,26 +402,40 @@ class Database:
         if d.get("format") != FORMAT:
             raise AbductuneError(f"{origin or 'object'}: not an observed-heuristics database "
                                  f"(format {d.get('format')!r}, expected {FORMAT!r})")
-        if int(d.get("version", 0)) > VERSION:
-            raise AbductuneError(f"{origin}: database version {d.get('version')} is newer than "
+        version, rules = d.get("version", 0), d.get("rules", [])
+        if not isinstance(version, int) or not isinstance(rules, list) or \
+                not all(isinstance(r, dict) for r in rules) or not isinstance(d.get("meta") or {}, dict):
+            raise AbductuneError(f"{origin or 'object'}: malformed observed-heuristics database "
+                                 "(version must be an integer, rules a list of objects, meta an object)")
+        if version > VERSION:
+            raise AbductuneError(f"{origin}: database version {version} is newer than "
                                  f"this abductune understands ({VERSION})")
-        return cls([Rule.from_dict(r) for r in d.get("rules", [])], d.get("meta"))
+        return cls([Rule.from_dict(r) for r in rules], d.get("meta"))
 
-    def save(self, path: str | os.PathLike[str]) -> list[Path]:
+    def save(self, path: str | os.PathLike[str], *, merge: bool = False) -> list[Path]:
         """Write to a `.json` file (all rules), or to a folder: one file per hardware key.
-        Atomic per file. Returns the paths written."""
+        Atomic per file, under an exclusive lock on a sidecar file, so writers take turns.
+        `merge`: re-read what `path` holds now (under that lock) and write it with this
+        database's rules added (replacing rules with the same key): two harvests updating one
+        database each keep their rules. Returns the paths written."""
         p = Path(path)
-        written = []
+        with _locked(p):
+            db = self
+            if merge and p.exists():
+                db = Database.load(p)
+                db.merge(self)
+                db.meta.update(self.meta)
+            return db._write(p)
+
+    def _write(self, p: Path) -> list[Path]:
         if p.suffix == ".json":
-            p.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(p, self.to_dict())
-            written.append(p)
-        else:
-            p.mkdir(parents=True, exist_ok=True)
-            for hwk in sorted({r.hardware for r in self._rules.values()}):
-                f = p / f"{hardware_slug(hwk)}.json"
-                _atomic_write(f, self.to_dict(hwk))
-                written.append(f)
+            return [p]
+        written = []
+        for hwk in sorted({r.hardware for r in self._rules.values()}):
+            f = p / f"{hardware_slug(hwk)}.json"
+            _atomic_write(f, self.to_dict(hwk))
+            written.append(f)
         return written
 
     @classmethod
@@ -433,7 +454,15 @@ class Database:
         except FileNotFoundError:
             raise AbductuneError(f"observed-heuristics database {p} does not exist") from None
         except json.JSONDecodeError as e:
-            raise AbductuneError(f"{p}:{e.lineno}: not valid JSON ({e.msg})") from None
+            raise AbductuneError(f"{p}:{e.lineno}: not valid JSON ({e.msg}); the database is "
+                                 "corrupt or truncated") from None
+        except UnicodeDecodeError:
+            raise AbductuneError(f"{p}: not a text file; an observed-heuristics database is JSON") from None
+        except OSError as e:
+            raise AbductuneError(f"cannot read database {p}: {e.strerror or type(e).__name__}") from None
+        if not isinstance(obj, dict):
+            raise AbductuneError(f"{p}: not an observed-heuristics database (a JSON "
+                                 f"{type(obj).__name__}, expected an object)")
         return cls.from_dict(obj, str(p))
 
     def summary(self) -> dict[str, int]:
@@ -445,9 +474,29 @@ class Database:
 
 
 def _atomic_write(path: Path, obj: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, sort_keys=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    # a unique temporary name per writer (a fixed `.tmp` lets two writers tear each other's file)
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the sidecar file of a database file (`.NAME.lock` beside it)
+    or folder (`.lock` inside it), creating the folder. The sidecar is never removed: removing
+    a lock file while another process waits on it would let a third one in."""
+    folder = path.parent if path.suffix == ".json" else path
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / (f".{path.name}.lock" if folder != path else ".lock"),
+                     os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise AbductuneError(f"cannot write database {path}: {e.strerror or type(e).__name__} "
+                             f"({e.filename or folder}); choose a writable location") from None
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 _PACKAGED: dict[str, tuple[float, Database]] = {}

@@ -3,6 +3,8 @@ that make tensors), so they are only imported when `get` is called; `names()` ne
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import TYPE_CHECKING
 
 from ..errors import AbductuneError
@@ -29,13 +31,7 @@ def names() -> list[str]:
 def get(name: str) -> "KernelSpec":
     """The built-in kernel called `name` (one instance per process)."""
     if name not in _CACHE and ":" in name:  # "package.module:Class", a user's own KernelSpec
-        mod_name, _, cls_name = name.partition(":")
-        try:
-            spec = getattr(importlib.import_module(mod_name), cls_name)()
-        except (ImportError, AttributeError) as e:
-            raise AbductuneError(f"cannot load kernel {name!r}: {e}") from None
-        spec.name = name  # worker processes find it again by this name
-        _CACHE[name] = spec
+        _CACHE[name] = _user_spec(name)
     if name not in _CACHE:
         try:
             module, cls, dtype = _REGISTRY[name]
@@ -44,6 +40,43 @@ def get(name: str) -> "KernelSpec":
         mod = importlib.import_module(f"{__name__}.{module}")
         _CACHE[name] = getattr(mod, cls)(dtype)
     return _CACHE[name]
+
+
+def _import_user_module(mod_name: str):
+    try:
+        return importlib.import_module(mod_name)
+    except ModuleNotFoundError as e:
+        # `module:Class` names a file in the current folder, like `python -m` finds it; retry
+        # with the cwd on sys.path, but only when the module itself (not one it imports) is missing
+        if e.name is None or mod_name.split(".")[0] != e.name.split(".")[0] or os.getcwd() in sys.path:
+            raise
+        sys.path.insert(0, os.getcwd())
+        return importlib.import_module(mod_name)
+
+
+def _user_spec(name: str) -> "KernelSpec":
+    """The user's KernelSpec subclass named "module:Class", instantiated with no arguments."""
+    from .base import KernelSpec
+
+    mod_name, _, cls_name = name.partition(":")
+    if not mod_name or not cls_name:
+        raise AbductuneError(f"cannot load kernel {name!r}: write it as module:Class")
+    try:
+        cls = getattr(_import_user_module(mod_name), cls_name)
+    except ImportError as e:
+        raise AbductuneError(f"cannot load kernel {name!r}: {e} (run from the folder holding "
+                             f"{mod_name.split('.')[0]}.py, or put it on PYTHONPATH)") from None
+    except AttributeError as e:
+        raise AbductuneError(f"cannot load kernel {name!r}: {e}") from None
+    if not (isinstance(cls, type) and issubclass(cls, KernelSpec)):
+        raise AbductuneError(f"cannot load kernel {name!r}: {cls_name} is not a KernelSpec subclass "
+                             "(see abductune.kernels.base.KernelSpec)")
+    try:
+        spec = cls()
+    except TypeError as e:  # abstract methods left out, or a constructor that needs arguments
+        raise AbductuneError(f"cannot load kernel {name!r}: {e}") from None
+    spec.name = name  # worker processes find it again by this name
+    return spec
 
 
 __all__ = ["get", "names"]

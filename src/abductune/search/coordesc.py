@@ -7,6 +7,11 @@ tried from the field's current value and accepted in order (up first); unlike In
 accepted direction is followed further right away instead of on the next sweep. Sweeps repeat
 until no field improves; then, optionally, every neighbour within `radius` is checked and any
 improvement restarts the descent (Inductor's coordinate_descent_check_all_directions).
+
+With `restarts=True` (what a fair replay comparison uses), a converged descent starts again
+from the next seed it has not descended from, then from random unmeasured configs, so the
+whole budget is spent instead of stopping after a few dozen evaluations; it ends only when
+every allowed config has been measured.
 """
 from __future__ import annotations
 
@@ -38,19 +43,21 @@ def default_field_order(space: Space) -> list[str]:
 
 class CoordinateDescent(Strategy):
     """Options: threshold=0.001, field_order=None (tiles, warps, stages, rest), field_limits=None
-    ({name: max value}), check_all_directions=False, radius=2."""
+    ({name: max value}), check_all_directions=False, radius=2, restarts=False (descend again
+    from the other seeds, then from random configs, until the budget ends)."""
 
     name = "coordesc"
 
     def __init__(self, seed: int = 0, threshold: float = 0.001, field_order: Sequence[str] | None = None,
                  field_limits: Mapping[str, Any] | None = None, check_all_directions: bool = False,
-                 radius: int = 2, **options: Any):
+                 radius: int = 2, restarts: bool = False, **options: Any):
         super().__init__(seed, **options)
         self.threshold = opt.number(self.name, "threshold", threshold, 0, 1, hi_open=True)
         self.field_order = opt.names(self.name, "field_order", field_order)
         self.field_limits = opt.numeric_map(self.name, "field_limits", field_limits)
         self.check_all_directions = opt.boolean(self.name, "check_all_directions", check_all_directions)
         self.radius = opt.integer(self.name, "radius", radius, 1)
+        self.restarts = opt.boolean(self.name, "restarts", restarts)
 
     # -- setup against a concrete space
     def _fields(self, space: Space) -> list[str]:
@@ -111,7 +118,23 @@ class CoordinateDescent(Strategy):
         space = ctx.space
         fields = self._fields(space)
         allowed = self._allowed(space)
-        best = self._start(ctx, allowed)
+        start: Config | None = self._start(ctx, allowed)
+        assert start is not None
+        # restarts keep the fields this descent does not tune where the first start had them
+        first = dict(start)
+        frozen = [n for n in space.names if n not in fields]
+        may_restart = lambda c: allowed(c) and all(c[n] == first[n] for n in frozen)  # noqa: E731
+        used: set[tuple] = set()
+        while start is not None:
+            used.add(space.key(start))
+            yield from self._descend(ctx, start, fields, allowed)
+            if not self.restarts:
+                return
+            start = restart_point(ctx, used, may_restart)
+
+    def _descend(self, ctx: SearchContext, best: Config, fields: list[str],
+                 allowed: Callable[[Config], bool]) -> Generator[list[Config], list[Measurement], Config]:
+        space = ctx.space
         [m] = yield [best]  # free when it is a seed
         best_t = m.objective
         frozen = [n for n in space.names if n not in fields]
@@ -123,7 +146,7 @@ class CoordinateDescent(Strategy):
                     best, best_t, moved = yield from self._tune_field(ctx, name, best, best_t, allowed)
                     improved |= moved
             if not self.check_all_directions:
-                return
+                return best
             cands = [c for c in space.neighbours(best, self.radius)
                      if allowed(c) and all(c[n] == best[n] for n in frozen)]
             ms = yield from measure(ctx, cands)
@@ -132,4 +155,17 @@ class CoordinateDescent(Strategy):
                 if improves(m.objective, best_t, self.threshold):
                     best, best_t, moved = c, m.objective, True
             if not moved:
-                return
+                return best
+
+
+def restart_point(ctx: SearchContext, used: set[tuple],
+                  allowed: Callable[[Config], bool] | None = None) -> Config | None:
+    """Where a converged local search starts again: the best seed not yet started from, else a
+    random allowed config not yet measured; None when every allowed config is measured."""
+    space = ctx.space
+    seeds = [(ctx.objective(s), i, s) for i, s in enumerate(ctx.seeds)
+             if space.key(s) not in used and (allowed is None or allowed(s))]
+    if seeds:
+        return dict(min(seeds, key=lambda t: (t[0], t[1]))[2])
+    rest = [c for c in space.valid_configs() if not ctx.is_known(c) and (allowed is None or allowed(c))]
+    return dict(ctx.rng.choice(rest)) if rest else None

@@ -5,7 +5,9 @@ Each poll measures, around the incumbent, every single-parameter move of `step` 
 and one down: trading BLOCK_M for BLOCK_N is the move single-axis descent cannot make). The
 best improving poll point becomes the incumbent and the step goes back up to `max_step`
 (expand); a poll without improvement halves the step (shrink). A failed poll at step 1 is a
-local optimum over these moves, and the search ends.
+local optimum over these moves, and the search ends -- or, with `restarts=True` (what a fair
+replay comparison uses), starts again from the next seed, then from random unmeasured configs,
+until the budget ends or every config is measured.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from typing import Any
 from ..space import Config, Space
 from . import options as opt
 from .base import Proposals, SearchContext, Strategy, measure
-from .coordesc import improves
+from .coordesc import improves, restart_point
 
 
 def poll_points(space: Space, best: Config, step: int) -> list[Config]:
@@ -44,17 +46,29 @@ def poll_points(space: Space, best: Config, step: int) -> list[Config]:
 
 
 class PatternSearch(Strategy):
-    """Options: max_step=2 (index units; the step shrinks by halves to 1), threshold=0.001."""
+    """Options: max_step=2 (index units; the step shrinks by halves to 1), threshold=0.001,
+    restarts=False (poll again from the other seeds, then from random configs)."""
 
     name = "pattern"
 
-    def __init__(self, seed: int = 0, max_step: int = 2, threshold: float = 0.001, **options: Any):
+    def __init__(self, seed: int = 0, max_step: int = 2, threshold: float = 0.001, restarts: bool = False,
+                 **options: Any):
         super().__init__(seed, **options)
         self.max_step = opt.integer(self.name, "max_step", max_step, 1)
         self.threshold = opt.number(self.name, "threshold", threshold, 0, 1, hi_open=True)
+        self.restarts = opt.boolean(self.name, "restarts", restarts)
 
     def propose(self, ctx: SearchContext) -> Proposals:
-        best = dict(ctx.best.config) if ctx.best is not None else ctx.space.default()
+        start: Config | None = dict(ctx.best.config) if ctx.best is not None else ctx.space.default()
+        used: set[tuple] = set()
+        while start is not None:
+            used.add(ctx.space.key(start))
+            yield from self._poll_from(ctx, start)
+            if not self.restarts:
+                return
+            start = restart_point(ctx, used)
+
+    def _poll_from(self, ctx: SearchContext, best: Config) -> Proposals:
         [m] = yield [best]
         best_t, step = m.objective, self.max_step
         while True:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import AbductuneError
+from .abduction import Abduction
 from .base import Strategy
 from .beam import BeamSearch
 from .coordesc import CoordinateDescent
@@ -16,7 +17,7 @@ from .tpe import TPE
 
 STRATEGIES: dict[str, type[Strategy]] = {
     cls.name: cls for cls in (Exhaustive, RandomSearch, FixedList, CoordinateDescent, BeamSearch,
-                              GeneticAlgorithm, PatternSearch, TPE)
+                              GeneticAlgorithm, PatternSearch, TPE, Abduction)
 }
 
 

@@ -1,0 +1,572 @@
+"""Abduction: explain why the incumbent is slow and measure only what the explanation predicts.
+
+The loop, one small batch at a time:
+
+1. *Observe.* Seeds come first (the Session feeds them: heuristics, the observed database,
+   theory predictions, the kernel's own list); the Search measures them before this strategy
+   runs. Without a usable seed the space default is measured; in generic mode (a space the
+   diagnosis can say nothing about: no roofline, no static facts, e.g. public Kernel Tuner
+   data) a small space-filling sample (a Latin hypercube over value indices) is measured.
+2. *Diagnose* the incumbent (`theory.diagnose`) and ask the theory library for hypotheses,
+   ranked by expected gain times the theory's credibility in this run (its support/refute
+   tally so far, Laplace's rule), at most half a batch per theory so one wrong explanation
+   cannot fill a batch.
+3. *Test* the top few (`batch`, 2-4), and judge each against the incumbent with
+   `theory.evidence`: supported / refuted beyond the noise threshold taken from measured spread
+   and repeats (with a floor); a close call the candidate seems to win is re-measured,
+   interleaved with the incumbent (`ctx.remeasure`), before the incumbent changes. Two
+   supported moves on different parameters are composed and tested next.
+4. *Finish* when no hypothesis is left: multi-parameter moves around the incumbent (single
+   and pairwise moves of radius 2, pattern search's pairwise tile moves, `generic_moves` along
+   the parameters and pairs that the measurements so far say matter), ranked by an additive
+   model of log-time learned from everything measured (main effects plus the strongest
+   interactions). A move that wins sends the engine back to step 2 at the new incumbent.
+5. *Fall back* when the neighbourhood is exhausted or `patience` local tests in a row brought
+   nothing: proposals from TPE (Optuna ask/tell, told everything measured so far), until one
+   of them wins, which restarts the local loop there. In generic mode one TPE proposal is
+   mixed into every batch from the start. The strategy never ends before its budget unless
+   the whole space is measured.
+
+Every step is logged through `ctx.log` ("observe", "hypothesis", "test", "verdict", "move",
+"fallback"), citing measurement ids where the evaluator's store set them, so `explain` can
+print which measurement supported or refuted which hypothesis.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..measurement import Measurement
+from ..space import Config, Space
+from ..theory.diagnose import Diagnosis, diagnose
+from ..theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger
+from ..theory.generic import generic_moves, importance, interactions
+from ..theory.library import hypotheses
+from . import options as opt
+from .base import Proposals, SearchContext, Strategy
+from .pattern import poll_points
+from .tpe import PENALTY, TPEModel, value
+
+# A composed hypothesis (two supported moves at once) is expected to gain what both did.
+COMPOSE = "compose"
+POLL = "poll"  # finish: multi-parameter moves around the incumbent
+TPE_TEST = "tpe"  # model-based fallback proposal
+START = "start"
+MODEL = "model"  # generic mode: the additive model's best guess over the whole space
+MAX_TPE_RETRIES = 8  # TPE asks per slot before a random unmeasured config is taken instead
+PAIR_TERMS = 4  # interaction terms in the additive model
+PAIR_MIN = 0.02  # share of variance a pair must explain beyond its parts to get a term
+
+
+@dataclass
+class _Test:
+    """One config to measure and the claim it tests."""
+
+    theory: str
+    config: Config
+    gain: float = 0.0  # expected relative gain that ranked it
+    reason: str = ""
+
+
+class Abduction(Strategy):
+    """Options: batch=3 (tests per batch, 1-8), confidence=2.0 (standard errors for a verdict),
+    noise_floor=0.01 (smallest relative difference trusted), startup=None (space-filling
+    configs in generic mode; None: one per tuned parameter, 4 to 10), patience=None (local
+    tests without a win before TPE takes over; None: twice the tuned parameters, at least 8),
+    tpe_every=1 (generic mode: one TPE proposal in every n-th batch; 0: none until the
+    local search stalls)."""
+
+    name = "abduction"
+
+    def __init__(self, seed: int = 0, batch: int = 3, confidence: float = CONFIDENCE,
+                 noise_floor: float = NOISE_FLOOR, startup: int | None = None, patience: int | None = None,
+                 tpe_every: int = 1, model_slots: int = 1, **options: Any):
+        super().__init__(seed, **options)
+        self.batch = opt.integer(self.name, "batch", batch, 1, 8)
+        self.confidence = opt.number(self.name, "confidence", confidence, 0.1, 10)
+        self.noise_floor = opt.number(self.name, "noise_floor", noise_floor, 0, 0.5)
+        self.startup = None if startup is None else opt.integer(self.name, "startup", startup, 0)
+        self.patience = None if patience is None else opt.integer(self.name, "patience", patience, 1)
+        self.tpe_every = opt.integer(self.name, "tpe_every", tpe_every, 0)
+        self.model_slots = opt.integer(self.name, "model_slots", model_slots, 0, 8)
+
+    def propose(self, ctx: SearchContext) -> Proposals:
+        return (yield from _Engine(self, ctx).run())
+
+
+# ----------------------------------------------------------------------------- the model
+
+class Additive:
+    """log time ~ mu + sum of per-parameter value effects + a few pairwise effects, fitted by
+    backfitting with shrinkage (a value seen n times keeps n/(n+1) of its mean residual). An
+    ordered parameter's unseen value takes the effect interpolated between its nearest seen
+    values (times are smooth in tile sizes and counts); an unordered one's takes 0."""
+
+    def __init__(self, space: Space, rows: Sequence[tuple[Config, float]],
+                 pairs: Sequence[tuple[str, str]] = (), sweeps: int = 4, shrink: float = 1.0):
+        self.space = space
+        self.params = list(space.params)
+        pos = {p.name: i for i, p in enumerate(self.params)}
+        self.pairs = [(pos[a], pos[b]) for a, b in pairs]
+        X = np.array([[p.index(c[p.name]) for p in self.params] for c, _ in rows], dtype=np.int64)
+        y = np.array([t for _, t in rows], dtype=float)
+        self.mu = float(y.mean()) if len(y) else 0.0
+        self.main = [np.zeros(len(p.values)) for p in self.params]
+        self.seen = [np.zeros(len(p.values), dtype=bool) for p in self.params]
+        self.pair_fx = [np.zeros((len(self.params[a].values), len(self.params[b].values))) for a, b in self.pairs]
+        if not len(y):
+            return
+        for j in range(len(self.params)):
+            self.seen[j][np.unique(X[:, j])] = True
+        for _ in range(sweeps):
+            for j, p in enumerate(self.params):
+                r = y - self._fit(X, skip_main=j)
+                n = np.bincount(X[:, j], minlength=len(p.values))
+                self.main[j] = np.bincount(X[:, j], weights=r, minlength=len(p.values)) / (n + shrink)
+            for q, (a, b) in enumerate(self.pairs):
+                r = y - self._fit(X, skip_pair=q)
+                nb = len(self.params[b].values)
+                idx = X[:, a] * nb + X[:, b]
+                size = len(self.params[a].values) * nb
+                n = np.bincount(idx, minlength=size)
+                self.pair_fx[q] = (np.bincount(idx, weights=r, minlength=size) / (n + shrink)).reshape(-1, nb)
+        for j, p in enumerate(self.params):  # fill unseen ordered values by interpolation
+            if p.ordered and self.seen[j].any() and not self.seen[j].all():
+                at = np.flatnonzero(self.seen[j])
+                self.main[j] = np.interp(np.arange(len(p.values)), at, self.main[j][at])
+
+    def _fit(self, X: np.ndarray, skip_main: int = -1, skip_pair: int = -1) -> np.ndarray:
+        f = np.full(len(X), self.mu)
+        for j in range(len(self.params)):
+            if j != skip_main:
+                f += self.main[j][X[:, j]]
+        for q, (a, b) in enumerate(self.pairs):
+            if q != skip_pair:
+                f += self.pair_fx[q][X[:, a], X[:, b]]
+        return f
+
+    def predict(self, configs: Sequence[Config]) -> np.ndarray:
+        if not configs:
+            return np.zeros(0)
+        X = np.array([[p.index(c[p.name]) for p in self.params] for c in configs], dtype=np.int64)
+        return self._fit(X)
+
+
+def latin_hypercube(space: Space, n: int, rng: np.random.Generator) -> list[Config]:
+    """n valid configs spread over every parameter's range: each parameter's value indices are
+    cut into n strata, one draw per stratum, strata shuffled independently per parameter; a
+    combination that breaks a constraint moves to the nearest valid config. Duplicates after
+    that repair are replaced by uniform draws from the valid configs."""
+    valid = space.valid_configs()
+    if n >= len(valid):
+        return [dict(c) for c in valid]
+    cols = []
+    for p in space.params:
+        u = (rng.permutation(n) + rng.random(n)) / n
+        cols.append(np.minimum((u * len(p.values)).astype(int), len(p.values) - 1))
+    out: list[Config] = []
+    seen: set[tuple] = set()
+    for i in range(n):
+        cfg = {p.name: p.values[int(cols[j][i])] for j, p in enumerate(space.params)}
+        if not space.satisfies(cfg):
+            cfg = space.nearest_valid(cfg)
+        k = space.key(cfg)
+        if k not in seen:
+            seen.add(k)
+            out.append(cfg)
+    while len(out) < n:
+        cfg = dict(valid[int(rng.integers(len(valid)))])
+        k = space.key(cfg)
+        if k not in seen:
+            seen.add(k)
+            out.append(cfg)
+    return out
+
+
+def informative(diag: Diagnosis) -> bool:
+    """Whether the diagnosis knows anything beyond the time: a roofline position or the
+    occupancy (static facts). Without either, no theory can explain the config."""
+    return diag.bound != "unknown" or diag.occupancy is not None
+
+
+# ----------------------------------------------------------------------------- the engine
+
+class _Engine:
+    def __init__(self, strategy: Abduction, ctx: SearchContext):
+        self.s = strategy
+        self.ctx = ctx
+        self.space = ctx.space
+        self.ledger = Ledger(self.space.key, floor=strategy.noise_floor, confidence=strategy.confidence)
+        self.measured: list[Measurement] = []  # first-time answers, in order (for the models)
+        self.inc: Config | None = None
+        self.generic = False
+        self.queue: list[_Test] = []  # composed hypotheses to test next
+        self.stale = 0  # local tests since the last win
+        self.batches = 0
+        self.tpe: TPEModel | None = None
+        free = sum(len(p.values) > 1 for p in self.space.params)
+        self.patience = strategy.patience or max(8, 2 * free)
+        self.startup = strategy.startup if strategy.startup is not None else min(10, max(4, free))
+        self.diag_cache: dict[tuple, Diagnosis] = {}
+        self.move_tally: dict[frozenset, list[int]] = {}  # move -> [supported, refuted]
+        self._pending_trials: dict[tuple, Any] = {}
+        self._valid_X: np.ndarray | None = None  # config key -> the TPE trial that proposed it
+        self._imp: dict[str, float] = {}
+        self._inter: dict[tuple[str, str], float] = {}
+
+    # -- bookkeeping
+    def known(self, cfg: Config) -> bool:
+        return self.ctx.is_known(cfg)
+
+    def _note(self, ms: Iterable[Measurement]) -> None:
+        for m in ms:
+            if self.ledger.observed(m.config):
+                continue  # a memo answer for a config seen before
+            self.ledger.observe(m)
+            self.measured.append(m)
+            if self.tpe is not None:
+                self.tpe.add(m)
+
+    def _all_measured(self) -> bool:
+        return all(self.known(c) for c in self.space.valid_configs())
+
+    def _best(self) -> Config | None:
+        b = self.ledger.best()
+        return b[0] if b is not None else None
+
+    def _diagnose(self, cfg: Config) -> Diagnosis | None:
+        m = self.ctx.known(cfg)
+        if m is None or self.ctx.problem is None:
+            return None
+        k = self.space.key(cfg)
+        if k not in self.diag_cache:
+            try:
+                self.diag_cache[k] = diagnose(m, self.ctx.problem, self.space, self.ctx.hardware)
+            except Exception as e:  # noqa: BLE001 - a diagnosis bug must not end the search
+                self.ctx.log("observe", config=cfg, error=f"diagnosis failed: {e}")
+                return None
+        return self.diag_cache[k]
+
+    # -- the loop
+    def run(self) -> Proposals:
+        ctx = self.ctx
+        sources = {self.space.key(s.config): s.source for s in ctx.knowledge.seeds}
+        for m in ctx.history:  # the seeds, measured by the Search before this strategy ran
+            ctx.log("observe", id=m.id, config=m.config, status=str(m.status), time_ms=m.time_ms,
+                    source=sources.get(self.space.key(m.config), "seed"))
+        self._note(ctx.history)
+        self.inc = self._best()
+        self.generic = not self._can_explain()
+        if self.generic:
+            yield from self._startup()
+        elif self.inc is None:  # no seed ran: start from the default
+            start = self.space.default()
+            if not self.known(start):
+                ms = yield [start]
+                self._log_tests([_Test(START, start, 0.0, "the space default")], ms)
+                self._note(ms)
+            self.inc = self._best()
+        if self.inc is not None:
+            self._observe(self.inc)
+        while True:
+            tests = self._next_tests()
+            if not tests:
+                return
+            self.batches += 1
+            ms = yield [t.config for t in tests]
+            self._log_tests(tests, ms)
+            self._note(ms)
+            yield from self._judge(tests)
+
+    def _can_explain(self) -> bool:
+        """Whether a diagnosis of this problem can say more than the time: tried on a
+        stand-in measurement of the default config (1 ms, no static facts)."""
+        if self.ctx.problem is None:
+            return False
+        probe = Measurement(self.space.default(), "ok", time_ms=1.0)
+        try:
+            return informative(diagnose(probe, self.ctx.problem, self.space, self.ctx.hardware))
+        except Exception:  # noqa: BLE001 - no diagnosis: generic mode
+            return False
+
+    def _startup(self) -> Proposals:
+        """Generic mode: a space-filling sample; seeds count towards it, but at least half of
+        it is fresh so one mediocre seed cannot decide where the search looks."""
+        have = len(self.measured)
+        n = max(self.startup - have, (self.startup + 1) // 2 if have else self.startup)
+        picks = [c for c in latin_hypercube(self.space, n, self.ctx.np_rng) if not self.known(c)]
+        if not picks:
+            return
+        self.ctx.log("fallback", reason="no theory explains this space: generic mode, space-filling start",
+                     configs=picks)
+        ms = yield picks
+        self._log_tests([_Test(START, c, 0.0, "space-filling start") for c in picks], ms)
+        self._note(ms)
+        before = self.inc
+        self.inc = self._best()
+        if self.inc is not None and before != self.inc:
+            self.ctx.log("move", from_config=before, to_config=self.inc, ids=self.ledger.ids(self.inc),
+                         reason="best of the space-filling start")
+
+    def _observe(self, cfg: Config) -> None:
+        d = self._diagnose(cfg)
+        fields: dict[str, Any] = {"config": cfg, "ids": self.ledger.ids(cfg), "time_ms": self.ledger.estimate(cfg)}
+        if d is not None and informative(d):
+            fields.update(bound=d.bound, frac_peak_flops=d.frac_peak_flops, frac_peak_bw=d.frac_peak_bw,
+                          tiles=d.tiles, waves=d.waves, occupancy=d.occupancy, padding=d.padding,
+                          k_trips=d.k_trips)
+        self.ctx.log("observe", **fields)
+
+    # -- choosing what to test
+    def _next_tests(self) -> list[_Test]:
+        assert self.inc is not None or not self.measured
+        b = self.s.batch
+        tests: list[_Test] = []
+        taken: set[tuple] = set()
+
+        def take(t: _Test) -> bool:
+            k = self.space.key(t.config)
+            if k in taken or self.known(t.config) or not self.space.is_valid(t.config):
+                return False
+            taken.add(k)
+            tests.append(t)
+            return True
+
+        n_tpe = 0
+        if self.inc is not None:
+            while self.queue and len(tests) < b:
+                take(self.queue.pop(0))
+            for t in self._hypotheses(self.inc):
+                if len(tests) >= b:
+                    break
+                take(t)
+            stalled = self.stale >= self.patience
+            mix = self.generic and self.s.tpe_every and self.batches % self.s.tpe_every == 0
+            n_tpe = b - len(tests) if stalled else (1 if mix and len(tests) < b else 0)
+            if self.generic and not stalled:
+                n_model = min(self.s.model_slots, b - n_tpe - len(tests))
+                tests += self._model_tests(n_model, taken)
+            if len(tests) < b - n_tpe:
+                for t in self._local(self.inc):
+                    if len(tests) >= b - n_tpe:
+                        break
+                    take(t)
+        if len(tests) < b:  # neighbourhood exhausted or stalled: the model-based fallback
+            fallback = self._tpe_tests(b - len(tests), taken)
+            if fallback and not tests:
+                self.ctx.log("fallback", reason="local search stalled" if self.inc is not None and
+                             self.stale >= self.patience else "no untested move around the incumbent",
+                             configs=[t.config for t in fallback])
+            tests += fallback
+        return tests
+
+    def _hypotheses(self, inc: Config) -> list[_Test]:
+        """The theory library's untested hypotheses for the incumbent, at most half a batch per
+        theory, ranked by log(1 + expected gain x credibility) -- credibility of the theory and
+        of the same move (parameter steps) in this run's verdicts -- plus the log-speed-up the
+        additive model of this run's measurements predicts (so a move refuted at the last
+        incumbent is not the first tried at the next)."""
+        d = self._diagnose(inc)
+        if d is None or not informative(d) or self.ctx.problem is None:
+            return []
+        try:
+            hs = [h for h in hypotheses(d, self.ctx.problem, self.space, inc) if not self.known(h.to_config)]
+        except Exception as e:  # noqa: BLE001 - a theory bug must not end the search
+            self.ctx.log("hypothesis", error=f"hypotheses failed: {e}")
+            return []
+        if not hs:
+            return []
+        model = self._model()
+        pred = model.predict([h.to_config for h in hs])
+        base = float(model.predict([inc])[0])
+        scored = []
+        for i, h in enumerate(hs):
+            cred = self.ledger.credibility(h.theory) * self._move_credibility(inc, h.to_config)
+            scored.append((math.log1p(max(h.expected_gain, 0.0) * cred) + base - float(pred[i]), i, h))
+        scored.sort(key=lambda t: (-t[0], t[1]))
+        cap = max(1, math.ceil(self.s.batch / 2))
+        per: dict[str, int] = {}
+        out: list[_Test] = []
+        for score, _i, h in scored:
+            if per.get(h.theory, 0) >= cap:
+                continue
+            per[h.theory] = per.get(h.theory, 0) + 1
+            out.append(_Test(h.theory, dict(h.to_config), math.expm1(score), h.reason))
+        return out
+
+    def _move(self, a: Config, b: Config) -> frozenset:
+        """A move as parameter -> index steps (ordered) or new value (unordered)."""
+        out = []
+        for p in self.space.params:
+            if a[p.name] != b[p.name]:
+                out.append((p.name, p.index(b[p.name]) - p.index(a[p.name]) if p.ordered else b[p.name]))
+        return frozenset(out)
+
+    def _move_credibility(self, inc: Config, cfg: Config) -> float:
+        """Laplace's rule over this run's verdicts on the same move from other incumbents."""
+        t = self.move_tally.get(self._move(inc, cfg))
+        return 1.0 if t is None else (t[0] + 1.0) / (t[0] + t[1] + 2.0) * 2.0
+
+    def _model(self) -> Additive:
+        ok = [(m.config, math.log(m.time_ms)) for m in self.measured if m.ok]  # type: ignore[arg-type]
+        if ok:  # failures sit a doubling above the slowest success, so the model avoids them
+            worst = max(t for _, t in ok) + math.log(2.0)
+            ok += [(m.config, worst) for m in self.measured if not m.ok and m.status != "pruned"]
+        imp = importance(self.space, [m for m in self.measured if m.ok])
+        top = [n for n, v in sorted(imp.items(), key=lambda kv: -kv[1]) if v > 0][:5]
+        inter = interactions(self.space, [m for m in self.measured if m.ok], names=top) if len(top) > 1 else {}
+        pairs = [p for p, v in sorted(inter.items(), key=lambda kv: -kv[1]) if v >= PAIR_MIN][:PAIR_TERMS]
+        self._imp, self._inter = imp, inter
+        return Additive(self.space, ok, pairs)
+
+    def _model_tests(self, n: int, taken: set[tuple]) -> list[_Test]:
+        """The n unmeasured configs of the whole space the additive model predicts fastest."""
+        if n <= 0 or len(self.measured) < 2:
+            return []
+        model = self._model()
+        valid = self.space.valid_configs()
+        if self._valid_X is None:
+            self._valid_X = np.array([[p.index(c[p.name]) for p in self.space.params] for c in valid],
+                                     dtype=np.int64)
+        pred = model._fit(self._valid_X)
+        out: list[_Test] = []
+        for i in np.argsort(pred, kind="stable"):
+            c = valid[int(i)]
+            k = self.space.key(c)
+            if k in taken or self.known(c):
+                continue
+            taken.add(k)
+            out.append(_Test(MODEL, dict(c), 0.0, "the additive model's fastest unmeasured config"))
+            if len(out) >= n:
+                break
+        return out
+
+    def _local(self, inc: Config) -> list[_Test]:
+        """Multi-parameter moves around the incumbent, ranked by the additive model's predicted
+        gain (nearer moves first on ties)."""
+        sp = self.space
+        model = self._model()
+        cands: dict[tuple, Config] = {}
+        for c in itertools.chain(sp.neighbours(inc, 2), poll_points(sp, inc, 1), poll_points(sp, inc, 2),
+                                 generic_moves(sp, inc, self._imp, self._inter, k=32)):
+            k = sp.key(c)
+            if k not in cands and not self.known(c):
+                cands[k] = c
+        if not cands:
+            return []
+        cs = list(cands.values())
+        pred = model.predict(cs)
+        base = float(model.predict([inc])[0])
+        order = sorted(range(len(cs)), key=lambda i: (pred[i], sp.distance(cs[i], inc), i))
+        return [_Test(POLL, cs[i], math.expm1(base - pred[i]),
+                      f"{POLL}: {_describe(sp, inc, cs[i])} (model of {len(self.measured)} measurements)")
+                for i in order]
+
+    def _tpe_tests(self, n: int, taken: set[tuple]) -> list[_Test]:
+        """n untested configs from TPE (told everything measured); a proposal TPE keeps
+        repeating is replaced by a random unmeasured config."""
+        if n <= 0:
+            return []
+        if self.tpe is None:
+            self.tpe = TPEModel(self.space, self.s.seed, n_startup_trials=0)
+            for m in self.measured:
+                self.tpe.add(m)
+        out: list[_Test] = []
+        for _ in range(n):
+            got = None
+            for _try in range(MAX_TPE_RETRIES):
+                trials, [cfg] = self.tpe.ask(1)
+                k = self.space.key(cfg)
+                if not self.known(cfg) and k not in taken:
+                    self._pending_trials[k] = trials[0]
+                    got = cfg
+                    break
+                prev = self.ctx.known(cfg)
+                self.tpe.study.tell(trials[0], value(prev) if prev is not None else PENALTY)
+            if got is None:
+                rest = [c for c in self.space.valid_configs() if not self.known(c) and self.space.key(c) not in taken]
+                if not rest:
+                    break
+                got = dict(rest[int(self.ctx.np_rng.integers(len(rest)))])
+            taken.add(self.space.key(got))
+            out.append(_Test(TPE_TEST, got, 0.0, "model-based proposal (TPE over everything measured)"))
+        return out
+
+    def _log_tests(self, tests: Sequence[_Test], ms: Sequence[Measurement]) -> None:
+        for t, m in zip(tests, ms):
+            self.ctx.log("hypothesis", theory=t.theory, config=t.config, from_config=self.inc,
+                         expected_gain=t.gain, credibility=self.ledger.credibility(t.theory), reason=t.reason)
+            self.ctx.log("test", theory=t.theory, config=t.config, id=m.id, status=str(m.status), time_ms=m.time_ms)
+            if self.tpe is not None:
+                trial = self._pending_trials.pop(self.space.key(t.config), None)
+                if trial is not None:
+                    self.tpe.tell([trial], [m])
+
+    # -- judging
+    def _judge(self, tests: Sequence[_Test]) -> Proposals:
+        inc = self.inc
+        led = self.ledger
+        if inc is None:  # nothing ran yet: the first success becomes the incumbent
+            self.inc = self._best()
+            if self.inc is not None:
+                self.ctx.log("move", from_config=None, to_config=self.inc, ids=led.ids(self.inc),
+                             reason="first successful measurement")
+                self._observe(self.inc)
+            return
+        outcomes = {id(t): led.compare(t.config, inc)[0] for t in tests}
+        close = [t for t in tests if led.needs_confirmation(t.config, inc)]
+        supported = [t for t in tests if outcomes[id(t)] == "supported"]
+        confirmed: _Test | None = None
+        if close:
+            c = min(close, key=lambda t: led.estimate(t.config))
+            if not supported or led.estimate(c.config) < min(led.estimate(t.config) for t in supported):
+                confirmed = c
+                rm = yield self.ctx.remeasure([inc, c.config])
+                for m in rm:
+                    led.observe(m)
+                self.ctx.log("test", theory=c.theory, config=c.config, kind="remeasure",
+                             ids=[m.id for m in rm], time_ms=[m.time_ms for m in rm],
+                             reason="close call: incumbent and candidate re-measured, interleaved")
+        winners: list[_Test] = []
+        for t in tests:
+            v = led.record(t.theory, t.config, inc, confirmed=t is confirmed)
+            self.ctx.log("verdict", **v.to_dict())
+            tally = self.move_tally.setdefault(self._move(inc, t.config), [0, 0])
+            tally[0] += v.outcome == "supported"
+            tally[1] += v.outcome in ("refuted", "failed")
+            faster = led.estimate(t.config) < led.estimate(inc)
+            if v.outcome == "supported" or (faster and (t is confirmed or led.deterministic)):
+                winners.append(t)
+        if not winners:
+            self.stale += len(tests)
+            return
+        self.stale = 0
+        best = min(winners, key=lambda t: led.estimate(t.config))
+        self._compose(inc, [t for t in winners if t is not best], best)
+        self.ctx.log("move", from_config=inc, to_config=best.config, theory=best.theory,
+                     ids=led.ids(best.config) + led.ids(inc),
+                     ratio=led.estimate(best.config) / led.estimate(inc))
+        self.inc = dict(best.config)
+        self._observe(self.inc)
+
+    def _compose(self, inc: Config, others: Sequence[_Test], best: _Test) -> None:
+        """Queue the winner plus each other winning move on different parameters."""
+        mine = {k for k, v in best.config.items() if inc.get(k) != v}
+        for t in sorted(others, key=lambda t: self.ledger.estimate(t.config)):
+            theirs = {k: v for k, v in t.config.items() if inc.get(k) != v}
+            if not theirs or mine & set(theirs):
+                continue
+            cfg = {**best.config, **theirs}
+            if self.space.is_valid(cfg) and not self.known(cfg):
+                self.queue.append(_Test(COMPOSE, cfg, 0.0, f"{COMPOSE}: {best.theory} + {t.theory} "
+                                        f"({_describe(self.space, inc, cfg)}), both supported"))
+                self.ctx.log("hypothesis", theory=COMPOSE, config=cfg, from_config=best.config,
+                             reason=f"{best.theory} and {t.theory} both won on different parameters")
+
+
+def _describe(space: Space, a: Config, b: Config) -> str:
+    return ", ".join(f"{n} {a.get(n)}->{b.get(n)}" for n in space.names if a.get(n) != b.get(n))

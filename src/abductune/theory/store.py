@@ -1,0 +1,495 @@
+"""The theory store: what tuning confirmed, kept as parametric rules over parameter roles, so
+a new shape (or a new kernel of the same class) gets a good config with no measurement.
+
+A *rule* is keyed like the observed database (`heuristics.observed`): hardware level (the
+GPU's name, its family, any GPU), kernel class, regime (the class's fallback category, e.g.
+matmul "small_m" for M <= 64, or "all"), dtype family. Its body gives each role a *form*:
+
+- `const v`: the role takes value v (tile roles are still capped at the dim's next power of
+  two when the problem is smaller: a 128 tile on M = 16 becomes 16, never 128 of padding);
+- `fit`: the tile covers its whole dim (next power of two of the dim), as far as the space
+  allows: "one block per row", "one M tile for decode";
+- `grid t`: this tile is chosen so the grid launches about t programs per SM on the target
+  GPU: parallelism, not a size, is what transfers between shapes and GPUs;
+- `par (v, t)`: the tile is v, halved (largest grid tile first) until the grid launches at
+  least t programs per SM: big tiles where there is work enough, smaller ones where a big
+  tile would leave SMs idle (few tiles, long K).
+
+`learn(observations)` builds rules from measured problems: candidates are the top configs of
+every problem of a group re-expressed in these forms, each instantiated on every problem of
+the group and scored by the geomean of its time over each problem's optimum; a greedy pass
+then swaps single roles' forms while that improves the score. Support counts the problems
+where the rule's config is within `SUPPORT_TOLERANCE` of the optimum, refute the rest, and
+the rule lists where it was learned from (provenance), so a replay leaves its own shape out.
+
+`predict(problem, space)` walks the lookup order (GPU name, family, any; regime, then "all";
+dtype family, then any) and instantiates the first rule over the target space's roles, with
+a confidence and whether it extrapolates (dims outside the range it saw, another GPU).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..classify import Classification, classify, tile_dim
+from ..errors import AbductuneError, InvalidSeed, SpaceError
+from ..hardware import HardwareInfo
+from ..problem import Problem
+from ..space import Config, Space
+
+log = logging.getLogger(__name__)
+
+FORMAT = "abductune-theories"
+VERSION = 1
+DATA_DIR = Path(__file__).parent / "data"
+ANY = "*"
+ALL = "all"
+SUPPORT_TOLERANCE = 1.05  # a prediction within 5% of the optimum supports its rule
+MISSING_PENALTY = 3.0  # a config not measured for a problem counts as 3x its optimum
+TOP = 6  # candidate templates from each problem's fastest configs
+MIN_GROUP = 2  # a regime needs two problems to say anything beyond "all"
+
+
+@dataclass(frozen=True)
+class Form:
+    """How one role's value is chosen: kind const (value), fit, or grid (programs per SM)."""
+
+    kind: str
+    value: Any = None
+
+    def to_json(self) -> list[Any]:
+        return [self.kind, self.value]
+
+    @classmethod
+    def from_json(cls, v: Sequence[Any]) -> "Form":
+        kind, value = v[0], v[1]
+        return cls(str(kind), tuple(value) if isinstance(value, list) else value)
+
+    def describe(self, role: str) -> str:
+        if self.kind == "fit":
+            return f"{role} covers its dim"
+        if self.kind == "grid":
+            return f"{role} sized for ~{self.value:g} programs/SM"
+        if self.kind == "par":
+            return f"{role}={self.value[0]}, smaller until >= {self.value[1]:g} programs/SM"
+        return f"{role}={self.value}"
+
+
+@dataclass
+class TheoryRule:
+    hardware: str  # GPU name, "family:vendor/family" or "*"
+    kernel_class: str
+    regime: str  # the class's fallback category, or "all"
+    dtype_family: str
+    forms: dict[str, Form]
+    geomean: float = 1.0  # predicted / optimum over the problems it was learned from
+    worst: float = 1.0
+    support: int = 0
+    refute: int = 0
+    learned_from: list[dict[str, Any]] = field(default_factory=list)  # {key, kernel, dims, hardware}
+    dims_range: dict[str, list[int]] = field(default_factory=dict)  # canonical dim -> [min, max]
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.hardware, self.kernel_class, self.regime, self.dtype_family)
+
+    @property
+    def confidence(self) -> float:
+        """Share of the problems it was learned from that it predicted within tolerance (Laplace)."""
+        return (self.support + 1) / (self.support + self.refute + 2)
+
+    def describe(self) -> str:
+        return "; ".join(f.describe(r) for r, f in sorted(self.forms.items()))
+
+    def learned_from_problem(self, problem: Problem) -> bool:
+        return any(o.get("key") == problem.key() or (o.get("kernel") == problem.kernel
+                                                     and o.get("dims") == dict(problem.dims))
+                   for o in self.learned_from)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hardware": self.hardware, "kernel_class": self.kernel_class, "regime": self.regime,
+                "dtype_family": self.dtype_family, "forms": {r: f.to_json() for r, f in self.forms.items()},
+                "geomean": round(self.geomean, 4), "worst": round(self.worst, 4), "support": self.support,
+                "refute": self.refute, "learned_from": self.learned_from, "dims_range": self.dims_range}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "TheoryRule":
+        return cls(d["hardware"], d["kernel_class"], d["regime"], d["dtype_family"],
+                   {r: Form.from_json(v) for r, v in d["forms"].items()}, float(d.get("geomean", 1.0)),
+                   float(d.get("worst", 1.0)), int(d.get("support", 0)), int(d.get("refute", 0)),
+                   list(d.get("learned_from") or []), {k: list(v) for k, v in (d.get("dims_range") or {}).items()})
+
+
+@dataclass(frozen=True)
+class Prediction:
+    config: Config
+    rule: TheoryRule
+    level: str  # which hardware level matched: name, family or any
+    confidence: float
+    extrapolates: bool
+    reasons: tuple[str, ...]
+
+    def describe(self) -> str:
+        r = self.rule
+        return (f"{r.kernel_class}/{r.regime}/{r.dtype_family} on {r.hardware} ({self.level}): {r.describe()}; "
+                f"confidence {self.confidence:.2f} (support {r.support}, refute {r.refute})"
+                + ("; extrapolates: " + ", ".join(self.reasons) if self.extrapolates else ""))
+
+
+# ----------------------------------------------------------------------------- instantiation
+
+def _pow2ceil(v: int) -> int:
+    return 1 << max(0, int(v) - 1).bit_length()
+
+
+def _role_params(space: Space) -> dict[str, Any]:
+    """role -> param, for roles held by exactly one parameter (the portable ones)."""
+    counts: dict[str, int] = {}
+    for p in space.params:
+        if p.role:
+            counts[p.role] = counts.get(p.role, 0) + 1
+    return {p.role: p for p in space.params if p.role and counts[p.role] == 1}
+
+
+def _nearest_value(param: Any, want: float) -> Any:
+    nums = [v for v in param.values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if not nums:
+        return param.values[0]
+    return min(nums, key=lambda v: (abs(math.log2(max(v, 1e-9)) - math.log2(max(want, 1e-9))), -v))
+
+
+def instantiate(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
+                cls: Classification | None = None) -> Config:
+    """The config these forms give on (problem, space): roles the space lacks are skipped,
+    values realized into the space (tile caps, nearest valid config)."""
+    from ..heuristics.realize import realize
+    from .diagnose import grid_tiles
+
+    cls = cls or classify(problem, space)
+    params = _role_params(space)
+    partial: dict[str, Any] = {}
+    grid: list[tuple[str, float]] = []
+    for role, form in rule_forms.items():
+        p = params.get(role)
+        if p is None:
+            continue
+        if form.kind == "const":
+            partial[p.name] = form.value if form.value in p.values else _nearest_value(p, float(form.value)) \
+                if isinstance(form.value, (int, float)) and not isinstance(form.value, bool) else p.values[0]
+        elif form.kind == "fit":
+            d = tile_dim(role, cls)
+            partial[p.name] = _nearest_value(p, _pow2ceil(d)) if d else p.default_value()
+        elif form.kind == "grid":
+            grid.append((role, float(form.value)))
+        elif form.kind == "par":
+            v = form.value[0]
+            partial[p.name] = v if v in p.values else _nearest_value(p, float(v))
+    cfg = realize(space, partial, problem, cls=cls)
+    hw = problem.hardware
+    par = [(r, f.value[1]) for r, f in rule_forms.items() if f.kind == "par" and r in params]
+    if par and hw is not None and hw.sms:
+        need = max(t for _, t in par) * hw.sms
+        for _ in range(16):  # halve the largest par tile until the grid is wide enough
+            programs, _ = grid_tiles(problem, space, cfg)
+            if not programs or programs >= need:
+                break
+            shrinkable = [(cfg[params[r].name], r) for r, _ in par
+                          if params[r].step(cfg[params[r].name], -1) is not None]
+            if not shrinkable:
+                break
+            _, r = max(shrinkable)
+            p = params[r]
+            partial[p.name] = p.step(cfg[p.name], -1)
+            cfg = realize(space, partial, problem, cls=cls)
+    for role, per_sm in grid:  # choose the tile whose grid is closest to per_sm programs per SM
+        p = params[role]
+        if hw is None or not hw.sms:
+            continue
+        best, best_d = None, math.inf
+        for v in p.values:
+            c = {**cfg, p.name: v}
+            programs, _ = grid_tiles(problem, space, c)
+            if not programs:
+                continue
+            d = abs(math.log2(programs / hw.sms) - math.log2(per_sm))
+            if d < best_d - 1e-9:
+                best, best_d = v, d
+        if best is not None:
+            cfg = realize(space, {**partial, p.name: best}, problem, cls=cls)
+    return cfg
+
+
+def forms_of(config: Mapping[str, Any], problem: Problem, space: Space,
+             cls: Classification | None = None) -> list[dict[str, Form]]:
+    """The ways one measured config can be expressed as role forms: every role const; tiles
+    that cover their dim as fit; the largest grid tile as grid (its programs per SM)."""
+    from .diagnose import grid_tiles, tiled_dims
+
+    cls = cls or classify(problem, space)
+    params = _role_params(space)
+    base = {role: Form("const", config[p.name]) for role, p in params.items() if p.name in config}
+    out = [base]
+    fit = dict(base)
+    tiles = tiled_dims(problem, space)
+    for role, (name, dim, _) in tiles.items():
+        if role in params and isinstance(config.get(name), int) and config[name] >= dim:
+            fit[role] = Form("fit")
+    if fit != base:
+        out.append(fit)
+    hw = problem.hardware
+    grid_roles = [(dim, role) for role, (name, dim, red) in tiles.items() if not red and role in params]
+    programs, _ = grid_tiles(problem, space, config)
+    if grid_roles and programs and hw is not None and hw.sms:
+        _, role = max(grid_roles)
+        g = dict(fit)
+        g[role] = Form("grid", round(programs / hw.sms, 3))
+        out.append(g)
+        # parallelism floors: this shape's own, and one full wave
+        for t in sorted({round(programs / hw.sms, 3), 1.0}):
+            pf = dict(fit)
+            for _, r in grid_roles:
+                if pf[r].kind == "const":
+                    pf[r] = Form("par", (pf[r].value, t))
+            if pf != fit:
+                out.append(pf)
+    return out
+
+
+# ----------------------------------------------------------------------------- learning
+
+def _hardware_levels(hw: HardwareInfo | None) -> list[tuple[str, str]]:
+    from ..heuristics.observed import family_key
+
+    out = []
+    if hw is not None:
+        out.append(("name", hw.name))
+        if hw.family:
+            out.append(("family", family_key(hw)))
+    out.append(("any", ANY))
+    return out
+
+
+def _score(forms: Mapping[str, Form], group: Sequence[Any], cache: dict) -> list[float]:
+    """Time of the instantiated config over the optimum, per observation of the group."""
+    ratios = []
+    for o in group:
+        k = (id(o), tuple(sorted((r, f) for r, f in forms.items())))
+        if k not in cache:
+            try:
+                cfg = instantiate(forms, o.problem, o.space, o.classification())
+                t = o.time_of(cfg)
+            except (InvalidSeed, SpaceError, KeyError, ValueError) as e:
+                log.debug("instantiating %s on %s failed: %s", forms, o.name, e)
+                t = None
+            opt = o.optimum
+            cache[k] = (MISSING_PENALTY if t is None or not math.isfinite(t) else t / opt) if math.isfinite(opt) \
+                else 1.0
+        ratios.append(cache[k])
+    return ratios
+
+
+def _geomean(xs: Sequence[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.inf
+
+
+def _fit_group(group: Sequence[Any]) -> tuple[dict[str, Form], list[float]] | None:
+    cache: dict = {}
+    cands: list[dict[str, Form]] = []
+    for o in group:
+        cls = o.classification()
+        for cfg in o.ranked(TOP):
+            for f in forms_of(cfg, o.problem, o.space, cls):
+                if f and f not in cands:
+                    cands.append(f)
+    if not cands:
+        return None
+
+    def specific(f: Mapping[str, Form]) -> int:
+        # among rules that fit the group equally, prefer the one that says why (a parallelism
+        # floor holds wherever there is enough work; a constant tile only where it was seen)
+        return sum(form.kind == "const" for r, form in f.items() if r.startswith("tile")) \
+            - sum(form.kind == "par" and form.value[1] == 1.0 for form in f.values())
+    scored = sorted(((round(_geomean(_score(f, group, cache)), 4), specific(f), i) for i, f in enumerate(cands)))
+    best = dict(cands[scored[0][2]])
+    best_g = _geomean(_score(best, group, cache))
+    pool: dict[str, list[Form]] = {}
+    for f in cands:
+        for r, form in f.items():
+            if form not in pool.setdefault(r, []):
+                pool[r].append(form)
+    for _ in range(2):  # greedy: swap one role's form while it helps
+        improved = False
+        for role, options in pool.items():
+            for form in options:
+                if best.get(role) == form:
+                    continue
+                trial = {**best, role: form}
+                g = _geomean(_score(trial, group, cache))
+                if g < best_g * (1 - 1e-4) or (g <= best_g * (1 + 1e-4) and specific(trial) < specific(best)):
+                    best, best_g, improved = trial, g, True
+        if not improved:
+            break
+    return best, _score(best, group, cache)
+
+
+def learn(observations: Iterable[Any], *, exclude: Problem | None = None) -> "TheoryBook":
+    """Rules from observations (`heuristics.harvest.Observation`: a problem, its space and the
+    times of its configs), one per (hardware level, class, regime, dtype family) group that
+    has problems with roles; `exclude` leaves a problem out (leave-one-shape-out)."""
+    groups: dict[tuple[str, str, str, str], list[Any]] = {}
+    for o in observations:
+        if exclude is not None and (o.problem.key() == exclude.key() or (
+                o.problem.kernel == exclude.kernel and dict(o.problem.dims) == dict(exclude.dims))):
+            continue
+        if not _role_params(o.space) or not math.isfinite(o.optimum):
+            continue
+        cls = o.classification()
+        for _, hw_key in _hardware_levels(o.problem.hardware):
+            for regime in (cls.fallback, ALL):
+                groups.setdefault((hw_key, cls.kernel_class, regime, cls.dtype_family), []).append(o)
+    rules = []
+    fits: dict[frozenset, Any] = {}  # the GPU, its family and "any" often hold the same problems
+    for (hw_key, kclass, regime, fam), group in sorted(groups.items()):
+        if regime != ALL and len(group) < MIN_GROUP:
+            continue
+        ident = frozenset(id(o) for o in group)
+        if ident not in fits:
+            fits[ident] = _fit_group(group)
+        fitted = fits[ident]
+        if fitted is None:
+            continue
+        forms, ratios = fitted
+        dims: dict[str, list[int]] = {}
+        for o in group:
+            for k, v in o.classification().dims.items():
+                lo, hi = dims.get(k, [v, v])
+                dims[k] = [min(lo, v), max(hi, v)]
+        rules.append(TheoryRule(hw_key, kclass, regime, fam, forms, _geomean(ratios), max(ratios),
+                                sum(r <= SUPPORT_TOLERANCE for r in ratios),
+                                sum(r > SUPPORT_TOLERANCE for r in ratios),
+                                [{"key": o.problem.key(), "kernel": o.problem.kernel, "dims": dict(o.problem.dims),
+                                  "hardware": o.problem.hardware.name if o.problem.hardware else ""}
+                                 for o in group], dims))
+    return TheoryBook(rules)
+
+
+# ----------------------------------------------------------------------------- the book
+
+class TheoryBook:
+    """A set of theory rules with the lookup order of the observed database."""
+
+    def __init__(self, rules: Iterable[TheoryRule] = (), meta: Mapping[str, Any] | None = None):
+        self.rules: dict[tuple[str, str, str, str], TheoryRule] = {r.key: r for r in rules}
+        self.meta = dict(meta or {})
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __iter__(self):
+        return iter(self.rules.values())
+
+    def candidates(self, problem: Problem, space: Space, *, exclude: Problem | None = None
+                   ) -> list[tuple[str, TheoryRule]]:
+        cls = classify(problem, space)
+        out = []
+        for level, hw_key in _hardware_levels(problem.hardware):
+            for regime in (cls.fallback, ALL):
+                for fam in (cls.dtype_family, "any"):
+                    r = self.rules.get((hw_key, cls.kernel_class, regime, fam))
+                    if r is not None and not (exclude is not None and r.learned_from_problem(exclude)):
+                        out.append((level, r))
+        return out
+
+    def predict(self, problem: Problem, space: Space, *, exclude: Problem | None = None) -> Prediction | None:
+        """The first applicable rule instantiated on (problem, space), or None."""
+        cls = classify(problem, space)
+        for level, rule in self.candidates(problem, space, exclude=exclude):
+            params = _role_params(space)
+            if not any(r in params for r in rule.forms):
+                continue
+            try:
+                cfg = instantiate(rule.forms, problem, space, cls)
+            except (InvalidSeed, SpaceError) as e:
+                log.debug("rule %s does not fit %s: %s", rule.key, problem.kernel, e)
+                continue
+            reasons = []
+            for k, v in cls.dims.items():
+                lo, hi = rule.dims_range.get(k, [v, v])
+                if v < lo or v > hi:
+                    reasons.append(f"{k}={v} outside the {lo}..{hi} it was learned on")
+            if level != "name":
+                reasons.append(f"learned on {rule.hardware}, applied to "
+                               f"{problem.hardware.name if problem.hardware else 'unknown hardware'}")
+            missing = [r for r in rule.forms if r not in params]
+            if missing:
+                reasons.append(f"roles {', '.join(missing)} absent from this space")
+            conf = rule.confidence * (1.0 if level == "name" else 0.8 if level == "family" else 0.6)
+            return Prediction(cfg, rule, level, round(conf, 3), bool(reasons), tuple(reasons))
+        return None
+
+    # -- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT, "version": VERSION, "meta": self.meta,
+                "rules": [r.to_dict() for r in sorted(self.rules.values(), key=lambda r: r.key)]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], origin: str = "") -> "TheoryBook":
+        if d.get("format") != FORMAT:
+            raise AbductuneError(f"{origin or 'theory file'} is not an abductune theory file "
+                                 f"(format {d.get('format')!r}); write one with `abductune learn`")
+        return cls((TheoryRule.from_dict(r) for r in d.get("rules", [])), d.get("meta"))
+
+    def save(self, path: str | Path) -> Path:
+        from ..files import atomic_write_text
+
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n")
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TheoryBook":
+        p = Path(path)
+        try:
+            return cls.from_dict(json.loads(p.read_text()), str(p))
+        except FileNotFoundError:
+            raise AbductuneError(f"theory file {p} does not exist") from None
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            raise AbductuneError(f"theory file {p} is corrupt ({type(e).__name__}: {e}); rebuild it with "
+                                 "`abductune learn`") from None
+
+    def merge(self, other: "TheoryBook") -> "TheoryBook":
+        return TheoryBook([*self.rules.values(), *other.rules.values()], {**self.meta, **other.meta})
+
+
+def packaged_book() -> TheoryBook:
+    """The theories learned from the bundled H100 data (empty if the package has none)."""
+    p = DATA_DIR / "theories.json"
+    return TheoryBook.load(p) if p.exists() else TheoryBook()
+
+
+_BUNDLED_OBS: list[Any] | None = None
+
+
+def bundled_observations() -> list[Any]:
+    """The bundled datasets as observations (cached): what the packaged theories came from."""
+    global _BUNDLED_OBS
+    if _BUNDLED_OBS is None:
+        from ..datasets.bundled import bundled_datasets
+        from ..heuristics.harvest import observations_from_datasets
+
+        _BUNDLED_OBS = observations_from_datasets(bundled_datasets())
+    return _BUNDLED_OBS
+
+
+def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
+            exclude: Problem | None = None) -> Prediction | None:
+    """Zero-shot config for (problem, space). With `exclude` (a replay of a recorded problem),
+    rules learned from it are re-learned without it from the bundled data when that is where
+    they came from, so no prediction is scored with its own answer."""
+    book = book if book is not None else packaged_book()
+    if exclude is not None and any(r.learned_from_problem(exclude) for _, r in book.candidates(problem, space)):
+        book = learn(bundled_observations(), exclude=exclude)
+    return book.predict(problem, space, exclude=exclude)

@@ -1,0 +1,360 @@
+"""@abductune.autotune on kernels of the kinds people write (tests/autotune_kernels), on the CPU
+under Triton's interpreter: results, hooks, bucketing, the accuracy gate, pruning, do_bench,
+implementation choice, the miss policies, the space grown around a list and patch_triton.
+
+Timing is an injected deterministic timer (config -> ms), so winners are known in advance."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from autotune_kernels import INTERPRET, run_module_in_interpreter
+
+if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set before triton is imported
+    torch = pytest.importorskip("torch")
+    triton = pytest.importorskip("triton")
+    from autotune_kernels import attention as att
+    from autotune_kernels import layernorm as ln
+    from autotune_kernels import matmul as mm
+    from autotune_kernels import softmax as sm
+
+    import abductune
+    from abductune.autotune import Autotuner, config_dict, space_from_configs
+    from abductune.errors import AbductuneError
+    from abductune.store import Store
+
+interpreted = pytest.mark.skipif(not INTERPRET, reason="run by test_all_in_an_interpreted_process")
+N_TESTS = 14
+
+
+@pytest.mark.skipif(INTERPRET, reason="this is the interpreted process")
+def test_all_in_an_interpreted_process():
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    run_module_in_interpreter(__file__, N_TESTS)
+
+
+HERE = Path(__file__).resolve().parent
+
+
+class Timer:
+    """Deterministic timer: ms = table(config); runs each trial `runs` times (hooks included)."""
+
+    def __init__(self, fn, runs: int = 0):
+        self.fn, self.runs, self.seen = fn, runs, []
+
+    def __call__(self, cfg, launch):
+        for _ in range(self.runs):
+            launch()
+        self.seen.append(dict(cfg))
+        return [self.fn(cfg)]
+
+
+def mm_time(cfg):  # the list's second config is the fastest
+    if "impl" in cfg:
+        return 5.0
+    return {(16, 16): 3.0, (32, 16): 1.0, (32, 32): 2.0}.get((cfg["BLOCK_SIZE_M"], cfg["BLOCK_SIZE_N"]), 4.0)
+
+
+def kw(cfg):
+    return {k: v for k, v in cfg.kwargs.items()}
+
+
+@interpreted
+def test_matmul_tunes_its_list_once_and_launches_the_winner(tmp_path: Path):
+    timer = Timer(mm_time)
+    k = mm.make(store=tmp_path / "s.sqlite", timer=timer)
+    a, b = torch.randn(40, 24), torch.randn(24, 36)
+    c = mm.matmul(k, a, b)
+    torch.testing.assert_close(c, a @ b, atol=1e-4, rtol=1e-4)
+    assert len(timer.seen) == 3 and k.stats["evaluations"] == 3  # the list, as triton.autotune
+    assert kw(k.best_config) == kw(mm.CONFIGS[1]) and k.best_config.num_warps == 4
+    c2 = mm.matmul(k, a, b)  # hit: nothing measured again
+    torch.testing.assert_close(c2, a @ b, atol=1e-4, rtol=1e-4)
+    assert len(timer.seen) == 3 and k.stats["tunes"] == 1
+    with Store(tmp_path / "s.sqlite") as s:
+        [run] = s.runs()
+        assert run.status == "done" and run.winner_id is not None
+        [w] = s.by_id([run.winner_id])
+        assert w.config["BLOCK_SIZE_M"] == 32 and w.config["BLOCK_SIZE_N"] == 16 and w.time_ms == 1.0
+        assert run.context.dims == {"M": 40, "N": 36, "K": 24} and run.context.dtypes["a_ptr"] == "fp32"
+
+
+@interpreted
+def test_hit_path_is_a_dict_lookup(tmp_path: Path, monkeypatch):
+    k = mm.make(store=tmp_path / "s.sqlite", timer=Timer(mm_time))
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    mm.matmul(k, a, b)
+    import abductune.autotune as at_mod
+
+    def boom(*a, **k):
+        raise AssertionError("a hit must not reach the store or the tuner")
+    monkeypatch.setattr(at_mod, "_open_store", boom)
+    monkeypatch.setattr(k, "_miss", boom)
+    torch.testing.assert_close(mm.matmul(k, a, b), a @ b, atol=1e-4, rtol=1e-4)
+    with pytest.raises(AssertionError):  # a new key does miss
+        mm.matmul(k, torch.randn(8, 16), b)
+
+
+@interpreted
+def test_pow2_bucket_tunes_two_sizes_once(tmp_path: Path):
+    timer = Timer(lambda c: {16: 3.0, 32: 2.0, 64: 1.0}[c["BLOCK_SIZE"]])
+    k = sm.make(store=tmp_path / "s.sqlite", timer=timer, bucket={"n_cols": "pow2"})
+    for cols in (40, 50):  # both in the bucket 64
+        x = torch.randn(3, cols)
+        torch.testing.assert_close(sm.softmax(k, x), torch.softmax(x, -1), atol=1e-5, rtol=1e-5)
+    assert k.stats["tunes"] == 1 and len(timer.seen) == 3 and len(k.cache) == 1
+    sm.softmax(k, torch.randn(3, 20))  # bucket 32: a new key
+    assert k.stats["tunes"] == 2
+    exact = sm.make(store=tmp_path / "e.sqlite", timer=Timer(timer.fn))
+    for cols in (40, 50):
+        sm.softmax(exact, torch.randn(3, cols))
+    assert exact.stats["tunes"] == 2  # the default bucket is the exact value, as in Triton
+
+
+@interpreted
+def test_reference_gate_rejects_configs_with_wrong_outputs(tmp_path: Path):
+    fast_but_wrong = lambda c: {16: 1.0, 32: 2.0, 64: 3.0}[c["BLOCK_SIZE"]]  # noqa: E731
+    x = torch.randn(4, 40)  # BLOCK_SIZE 16 and 32 normalise only part of a row
+    blind = sm.make(store=tmp_path / "a.sqlite", timer=Timer(fast_but_wrong))
+    assert not torch.allclose(sm.softmax(blind, x), torch.softmax(x, -1), atol=1e-3)
+    gated = sm.make(store=tmp_path / "b.sqlite", timer=Timer(fast_but_wrong),
+                    reference=lambda a: {"out_ptr": torch.softmax(a["in_ptr"], -1)})
+    torch.testing.assert_close(sm.softmax(gated, x), torch.softmax(x, -1), atol=1e-5, rtol=1e-5)
+    assert gated.best_config.kwargs == {"BLOCK_SIZE": 64}
+    with Store(tmp_path / "b.sqlite") as s:
+        status = {m.config["BLOCK_SIZE"]: m.status.value for m in s.measurements(s.runs()[0].context)}
+    assert status == {16: "wrong_result", 32: "wrong_result", 64: "ok"}
+
+
+def _ln_expected(x, y0, w, b, eps=1e-5):
+    mean = x.mean(-1, keepdim=True)
+    var = ((x - mean) ** 2).mean(-1, keepdim=True)
+    xhat = (x - mean) / torch.sqrt(var + eps)
+    stats = (((x - mean) ** 2).sum(-1) / (var.squeeze(-1) + eps)).sum()
+    return y0 + xhat * w + b, stats
+
+
+@interpreted
+def test_layernorm_hooks_keep_accumulators_exact(tmp_path: Path):
+    timer = Timer(lambda c: {16: 2.0, 32: 1.0, 64: 3.0}[c["BLOCK_SIZE"]], runs=2)  # 2 extra trials per config
+    x, y0 = torch.randn(4, 40), torch.randn(4, 40)
+    w, b = torch.rand(40) + 0.5, torch.randn(40)
+    want_y, want_stats = _ln_expected(x, y0, w, b)
+    k = ln.make(store=tmp_path / "s.sqlite", timer=timer,
+                reference=lambda a: {"Y": want_y, "Stats": want_stats.reshape(1)})
+    y, stats = y0.clone(), torch.full((1,), 7.0)  # reset_to_zero: Triton zeroes it before the real launch
+    ln.layernorm_acc(k, x, y, w, b, stats)
+    # 3 configs x (1 checked + 2 timed) trials ran; Y got LN(x) once, Stats one sum
+    torch.testing.assert_close(y, want_y, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(stats, want_stats.reshape(1), atol=1e-3, rtol=1e-4)
+    assert k.best_config.kwargs == {"BLOCK_SIZE": 32}
+    with Store(tmp_path / "s.sqlite") as s:  # checked between the launch and the restore: all correct
+        assert {m.status.value for m in s.measurements(s.runs()[0].context)} == {"ok"}
+
+
+@interpreted
+def test_attention_with_user_hooks_and_a_config_pre_hook(tmp_path: Path):
+    calls = {"pre": 0, "reset_only": 0, "post": 0, "cfg": 0}
+
+    def pre_hook(nargs, reset_only=False):
+        calls["reset_only" if reset_only else "pre"] += 1
+        assert "Q" in nargs and "BLOCK_M" in nargs or reset_only
+
+    def post_hook(nargs, exception):
+        assert exception is None
+        calls["post"] += 1
+
+    def cfg_hook(nargs):
+        calls["cfg"] += 1
+    configs = list(att.CONFIGS)
+    configs[2] = triton.Config(dict(configs[2].kwargs), num_warps=4, num_stages=3, pre_hook=cfg_hook)
+    timer = Timer(lambda c: {(16, 16): 3.0, (32, 16): 2.0, (16, 32): 1.0}[c["BLOCK_M"], c["BLOCK_N"]], runs=1)
+    k = abductune.autotune(configs=configs, key=["N_CTX", "HEAD_DIM"], pre_hook=pre_hook, post_hook=post_hook,
+                           store=tmp_path / "s.sqlite", timer=timer)(att.attn_fwd)
+    q, kk, v = (torch.randn(2, 24, 16) for _ in range(3))
+    out = att.attention(k, q, kk, v)
+    ref = torch.softmax(q @ kk.transpose(1, 2) * 16 ** -0.5, -1) @ v
+    torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+    assert calls["pre"] == calls["post"] == 6  # 3 configs x (checked + timed) trials, each pre then post
+    assert calls["reset_only"] == 1  # after tuning, as Triton
+    assert calls["cfg"] == 3  # the winner's own hook: its 2 trials and the real launch
+    assert k.best_config.pre_hook is cfg_hook
+
+
+@interpreted
+def test_predict_serves_at_once_and_swaps_the_winner_in(tmp_path: Path):
+    # the background tune's trials wait on a gate (its pre_hook), so the caller's launch runs
+    # alone (Triton's interpreter is not thread-safe; on a GPU both may run at once)
+    gate = threading.Event()
+
+    def gated(nargs, reset_only=False):
+        assert gate.wait(30)
+    t = lambda cfg: {(16, 16): 3.0, (32, 16): 2.0, (32, 32): 1.0}[cfg["BLOCK_SIZE_M"], cfg["BLOCK_SIZE_N"]]  # noqa: E731
+    k = mm.make(store=tmp_path / "s.sqlite", timer=Timer(t), on_miss="predict", pre_hook=gated)
+    a, b = torch.randn(40, 32), torch.randn(32, 32)
+    c = mm.matmul(k, a, b)  # served at once: the tune cannot have measured anything yet
+    torch.testing.assert_close(c, a @ b, atol=1e-4, rtol=1e-4)
+    [choice] = k.cache.values()
+    assert choice.source == "predicted" and choice.config["BLOCK_SIZE_M"] == 16  # the list's first
+    before = c.clone()
+    gate.set()
+    k.wait(60)
+    [choice] = k.cache.values()
+    assert choice.source == "tuned" and (choice.config["BLOCK_SIZE_M"], choice.config["BLOCK_SIZE_N"]) == (32, 32)
+    torch.testing.assert_close(c, before)  # the background tune ran on copies of the arguments
+    torch.testing.assert_close(mm.matmul(k, a, b), a @ b, atol=1e-4, rtol=1e-4)
+    # another process, a nearby shape (M=48: the bucket group of 40): the stored winner is served
+    gate.clear()
+    other = mm.make(store=tmp_path / "s.sqlite", timer=Timer(t), on_miss="predict", pre_hook=gated)
+    mm.matmul(other, torch.randn(48, 32), b)
+    [choice] = other.cache.values()
+    assert choice.source == "predicted" and (choice.config["BLOCK_SIZE_M"], choice.config["BLOCK_SIZE_N"]) == (32, 32)
+    gate.set()
+    other.wait(60)
+
+
+@interpreted
+def test_implementation_choice_can_win_per_key(tmp_path: Path):
+    used = []
+
+    def torch_mm(a, b, c, M, N, K, *strides):
+        used.append(M)
+        c.copy_(a @ b)
+    timer = Timer(lambda cfg: 0.5 if "impl" in cfg else mm_time(cfg))
+    k = mm.make(store=tmp_path / "s.sqlite", timer=timer, implementations={"torch": torch_mm})
+    a, b = torch.randn(24, 16), torch.randn(16, 8)
+    torch.testing.assert_close(mm.matmul(k, a, b), a @ b, atol=1e-4, rtol=1e-4)
+    [choice] = k.cache.values()
+    assert choice.config == {"impl": "torch"}
+    used.clear()
+    torch.testing.assert_close(mm.matmul(k, a, b), a @ b, atol=1e-4, rtol=1e-4)
+    assert used == [24]  # the call went to torch
+    with Store(tmp_path / "s.sqlite") as s:
+        ctx = s.runs()[0].context
+        impl_rows = [m for m in s.measurements(ctx) if m.config == {"impl": "torch"}]
+        assert len(impl_rows) == 1 and impl_rows[0].kind == "baseline" and impl_rows[0].time_ms == 0.5
+    fresh = mm.make(store=tmp_path / "s.sqlite", timer=Timer(lambda c: 1 / 0),
+                    implementations={"torch": torch_mm})
+    mm.matmul(fresh, a, b)  # decided from the store alone
+    assert fresh.stats["evaluations"] == 0 and next(iter(fresh.cache.values())).config == {"impl": "torch"}
+
+
+@interpreted
+def test_prune_configs_by_is_applied_before_measuring(tmp_path: Path):
+    timer = Timer(mm_time)
+    drop_k32 = lambda configs, nargs, **kw: [c for c in configs if c.kwargs["BLOCK_SIZE_K"] != 32]  # noqa: E731
+    k = mm.make(store=tmp_path / "s.sqlite", timer=timer, prune_configs_by={"early_config_prune": drop_k32})
+    mm.matmul(k, torch.randn(16, 16), torch.randn(16, 16))
+    assert len(timer.seen) == 2 and all(c["BLOCK_SIZE_K"] == 16 for c in timer.seen)
+    # perf_model + top_k=1 leaves one config: launched without timing and without the store
+    model = lambda **kw: kw["BLOCK_SIZE_M"] * 1.0  # noqa: E731
+    one = mm.make(store=tmp_path / "t.sqlite", timer=timer,
+                  prune_configs_by={"perf_model": model, "top_k": 1})
+    c = mm.matmul(one, torch.randn(16, 16), torch.eye(16))
+    assert len(timer.seen) == 2 and one.best_config.kwargs["BLOCK_SIZE_M"] == 16
+    assert not (tmp_path / "t.sqlite").exists() and c.shape == (16, 16)
+
+
+@interpreted
+def test_do_bench_is_called_like_triton(tmp_path: Path):
+    seen = []
+
+    def do_bench(fn, quantiles=None):
+        fn()
+        seen.append(quantiles)
+        t = 1.0 + len(seen) / 10  # the first config measured is the fastest
+        return [t, t * 0.9, t * 1.1]
+    k = sm.make(store=tmp_path / "s.sqlite", do_bench=do_bench, judge=False)
+    x = torch.randn(2, 16)
+    sm.softmax(k, x)
+    assert seen == [(0.5, 0.2, 0.8)] * 3 and k.best_config.kwargs == {"BLOCK_SIZE": 16}
+    with Store(tmp_path / "s.sqlite") as s:
+        rows = s.measurements(s.runs()[0].context)
+    assert [len(m.samples_ms) for m in rows] == [3, 3, 3] and rows[0].time_ms == pytest.approx(1.1)
+
+
+@interpreted
+def test_a_search_beyond_the_list_finds_a_better_config(tmp_path: Path):
+    space = space_from_configs(mm.CONFIGS)
+    assert space["BLOCK_SIZE_M"].values == (16, 32) and space["num_stages"].values == (2, 3)
+    assert space["GROUP_SIZE_M"].values == (2,) and "num_ctas" not in space.names
+    hull = space_from_configs([triton.Config({"B": 16, "S": 3}), triton.Config({"B": 64, "S": 5}, num_ctas=2)])
+    assert hull["B"].values == (16, 32, 64) and hull["S"].values == (3, 4, 5) and hull["num_ctas"].values == (1, 2)
+
+    def t(cfg):  # best outside the list: BLOCK_SIZE_N 32 with BLOCK_SIZE_K 16 and 2 stages
+        return 1.0 + (cfg["BLOCK_SIZE_N"] != 32) + (cfg["BLOCK_SIZE_K"] != 16) + 0.5 * (cfg["num_stages"] != 2) \
+            + 0.1 * (cfg["BLOCK_SIZE_M"] != 32) + 0.01 * (cfg["num_warps"] != 4)
+    listed = min(t(space.default() | config_dict(c)) for c in mm.CONFIGS)
+    k = mm.make(store=tmp_path / "s.sqlite", timer=Timer(t), budget=12)
+    mm.matmul(k, torch.randn(16, 16), torch.randn(16, 16))
+    r = k.last_result
+    assert r.evaluations <= 12 and r.winner.time_ms < listed
+    assert r.winner.config["BLOCK_SIZE_N"] == 32 and r.winner.config["BLOCK_SIZE_K"] == 16
+    assert r.baselines["configs"].time_ms == listed  # the list is measured and reported beside
+
+
+@interpreted
+def test_user_mistakes_raise_clear_errors(tmp_path: Path):
+    with pytest.raises(AbductuneError, match="key names Q.*arguments of softmax_kernel"):
+        abductune.autotune(configs=sm.CONFIGS, key=["Q"])(sm.softmax_kernel)
+    with pytest.raises(AbductuneError, match="bucket names M"):
+        abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], bucket={"M": "pow2"})(sm.softmax_kernel)
+    with pytest.raises(AbductuneError, match="'exact', 'pow2'"):
+        abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], bucket="log")(sm.softmax_kernel)
+    with pytest.raises(AbductuneError, match="on_miss"):
+        abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], on_miss="later")(sm.softmax_kernel)
+    with pytest.raises(AbductuneError, match="no parameter for"):
+        abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], space=abductune.Space(
+            [abductune.Choice("num_warps", [1, 2])]))(sm.softmax_kernel)
+    k = sm.make(store=tmp_path / "s.sqlite", timer=Timer(lambda c: 1.0))
+    x = torch.randn(2, 16)
+    with pytest.raises(AbductuneError, match="conflicting meta-parameters: BLOCK_SIZE"):
+        k[(2,)](x, x, 16, 16, 16, BLOCK_SIZE=16)
+    with pytest.raises(AbductuneError, match="decorates a @triton.jit function"):
+        abductune.autotune(configs=sm.CONFIGS, key=[])(42)
+
+
+@interpreted
+def test_print_autotuning_like_triton(tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv("ABDUCTUNE_PRINT_AUTOTUNING", "1")
+    k = sm.make(store=tmp_path / "s.sqlite", timer=Timer(lambda c: c["BLOCK_SIZE"] / 10))
+    sm.softmax(k, torch.randn(2, 16))
+    out = capsys.readouterr().out
+    assert out.count("Autotuning kernel softmax_kernel with config") == 3
+    assert "abductune autotuning for function softmax_kernel" in out and "best config selected: " in out
+    assert "'BLOCK_SIZE': 16" in out.split("best config selected:")[1]
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@interpreted
+def test_patch_triton_turns_an_unmodified_triton_autotune_kernel_into_ours(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    original = triton.autotune
+    timer = Timer(lambda c: {16: 2.0, 32: 1.0}[c["BLOCK"]])
+    with abductune.patch_triton(store=tmp_path / "s.sqlite", timer=timer):
+        assert triton.autotune is not original and triton.runtime.autotuner.autotune is triton.autotune
+        mod = _load(HERE / "autotune_kernels" / "plain_triton.py", "plain_triton_patched")
+    assert triton.autotune is original and triton.runtime.autotuner.autotune is original
+    assert isinstance(mod.scale_kernel, Autotuner)
+    x = torch.randn(50)
+    torch.testing.assert_close(mod.scale(x, 3.0), x * 3.0)
+    assert len(timer.seen) == 2 and mod.scale_kernel.best_config.kwargs == {"BLOCK": 32}
+    with Store(tmp_path / "s.sqlite") as s:
+        assert [r.context.kernel for r in s.runs()] == ["scale_kernel"]
+    plain = _load(HERE / "autotune_kernels" / "plain_triton.py", "plain_triton_unpatched")
+    assert type(plain.scale_kernel) is triton.runtime.autotuner.Autotuner
+    p = abductune.patch_triton(budget=4)  # the handle form
+    assert triton.autotune is not original
+    p.undo()
+    assert triton.autotune is original

@@ -1,0 +1,381 @@
+"""Every mistake a user can make on the command line (issue 11) ends as exit code 2 and one
+plain line on stderr that names the problem, never a traceback; and what the CLI writes
+(databases, reports, sweep folders) is checked before the work and written whole."""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from abductune.cli import main
+from abductune.datasets.bundled import bundled_datasets
+from abductune.heuristics.observed import Database, Rule, Template
+from abductune.tune import gpu_available
+
+HAS_GPU_STACK = all(importlib.util.find_spec(m) is not None for m in ("torch", "triton"))
+
+
+def _gelu_small() -> Path:
+    [p] = [p for p in bundled_datasets(kernel="gelu_mul_fp16") if "numel917504" in str(p)]
+    return p
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of good, wrong-kind, truncated and corrupt inputs (names used by CASES)."""
+    d = tmp_path_factory.mktemp("inputs")
+    src = _gelu_small()
+    raw = gzip.decompress(src.read_bytes())
+    (d / "good.jsonl").write_bytes(raw)
+    (d / "trunc.jsonl").write_bytes(raw[: len(raw) // 2])
+    (d / "trunc.jsonl.gz").write_bytes(src.read_bytes()[:400])
+    (d / "binary.jsonl").write_bytes(b"\x00\xff\xfe garbage\n")
+    (d / "empty.jsonl").write_bytes(b"")
+    (d / "list.json").write_text("[1, 2, 3]")
+    (d / "text.txt").write_text("hello\n")
+    (d / "adir").mkdir()
+    (d / "db_trunc.json").write_text('{"format": "abductune-observed-heuristics", "rules": [{')
+    (d / "db_list.json").write_text("[]")
+    (d / "db_other.json").write_text('{"format": "something-else"}')
+    return d
+
+
+# (args, what the error line must contain); paths are relative to the `files` folder
+CASES: list[tuple[list[str], str]] = [
+    # usage: unknown commands and options, missing and malformed values
+    (["nosuch"], "No such command 'nosuch'"),
+    (["--nosuch"], "No such option '--nosuch'"),
+    (["strategies", "extra"], "unexpected extra argument (extra)"),
+    (["kernels", "--all"], "No such option '--all'"),
+    # tune: numbers, names, files of the wrong kind, read-only outputs
+    (["tune", "--budget", "0"], "--budget must be at least 1"),
+    (["tune", "--budget", "-3"], "--budget must be at least 1"),
+    (["tune", "--budget", "many"], "'many' is not a valid integer"),
+    (["tune", "--seconds", "0"], "--seconds must be positive"),
+    (["tune", "--seconds", "nan"], "--seconds must be positive"),
+    (["tune", "--kernel", "gelu_mul_fp16,nope"], "unknown kernel(s) nope"),
+    (["tune", "--strategy", "annealing"], "unknown strategy 'annealing'"),
+    (["tune", "--mode", "fast"], "'fast' is not one of"),
+    (["tune", "--kernel", "gelu_mul_fp16", "--json", "/proc/x.json"], "cannot write /proc/x.json"),
+    (["tune", "--kernel", "gelu_mul_fp16", "--json", "adir"], "'adir' is a directory"),
+    (["tune", "--kernel", "gelu_mul_fp16", "--json", "text.txt/x.json"], "text.txt is not a folder"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--shapes", "numel=x"], "bad shape 'numel=x'"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--shapes", "numel=3"],
+     "no bundled dataset for gelu_mul_fp16 at numel3"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--database", "missing.json"],
+     "'missing.json' does not exist"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--database", "db_trunc.json"],
+     "db_trunc.json:1: not valid JSON"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--database", "db_list.json"],
+     "db_list.json: not an observed-heuristics database"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--database", "db_other.json"],
+     "not an observed-heuristics database (format 'something-else'"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--database", "binary.jsonl"],
+     "binary.jsonl: not a text file"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--store", "text.txt"],
+     "text.txt is not an abductune store"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--store", "adir"],
+     "store path adir is a directory"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--store", "/proc/s.sqlite"],
+     "cannot open store /proc/s.sqlite"),
+    (["tune", "--mode", "replay", "--kernel", "mymodule:MySpec"], "mymodule:MySpec is a user kernel"),
+    (["tune", "--mode", "live", "--kernel", "no_such_module:Spec"],
+     "cannot load kernel 'no_such_module:Spec': No module named 'no_such_module'"),
+    # replay
+    (["replay"], "Missing argument 'DATASETS...'"),
+    (["replay", "missing.jsonl"], "dataset missing.jsonl does not exist"),
+    (["replay", "adir"], "no dataset files in adir"),
+    (["replay", "trunc.jsonl"], "trunc.jsonl:32: not valid JSON"),
+    (["replay", "trunc.jsonl.gz"], "trunc.jsonl.gz:1: cannot read"),
+    (["replay", "binary.jsonl"], "binary.jsonl:1: not UTF-8 text"),
+    (["replay", "empty.jsonl"], "empty.jsonl: empty file"),
+    (["replay", "list.json"], "list.json: not a dataset abductune knows"),
+    (["replay", "text.txt"], "text.txt:1: not valid JSON"),
+    (["replay", "/proc/self/mem"], "cannot read"),
+    (["replay", "good.jsonl", "--budget", "0"], "budgets must be positive integers"),
+    (["replay", "good.jsonl", "--budget", "8,x"], "expected a comma-separated list, got '8,x'"),
+    (["replay", "good.jsonl", "--repeats", "0"], "--repeats must be positive"),
+    (["replay", "good.jsonl", "--seconds", "-1"], "--seconds must be positive"),
+    (["replay", "good.jsonl", "--strategy", "random,annealing"], "unknown strategy 'annealing'"),
+    (["replay", "good.jsonl", "--seeds", "all"], "'all' is not one of"),
+    (["replay", "good.jsonl", "--json", "/proc/r.json"], "cannot write /proc/r.json"),
+    (["replay", "good.jsonl", "--plot", "adir"], "'adir' is a directory"),
+    (["replay", "good.jsonl", "--plot", "nofolder/p.png"], "folder nofolder does not exist"),
+    # import
+    (["import", "missing.json", "o.jsonl"], "'missing.json' does not exist"),
+    (["import", "adir", "o.jsonl"], "'adir' is a directory"),
+    (["import", "good.jsonl", "adir"], "'adir' is a directory"),
+    (["import", "good.jsonl", "/proc/o.jsonl"], "cannot write /proc/o.jsonl"),
+    (["import", "trunc.jsonl", "o.jsonl"], "trunc.jsonl:32: not valid JSON"),
+    (["import", "binary.jsonl", "o.jsonl"], "binary.jsonl:1: not UTF-8 text"),
+    (["import", "list.json", "o.jsonl"], "not a dataset abductune knows"),
+    (["import", "good.jsonl", "o.jsonl", "--dims", "M"], "--dims must look like M=64,N=4096"),
+    (["import", "good.jsonl", "o.jsonl", "--kernel-class", "banana"], "unknown kernel_class 'banana'"),
+    (["import", "good.jsonl", "o.jsonl", "--hardware", "RTX 3090"], "overrides hardware are not accepted"),
+    # harvest
+    (["harvest"], "give datasets, --from-store, or --vllm-import"),
+    (["harvest", "adir"], "no dataset files in adir"),
+    (["harvest", "missing.jsonl"], "dataset missing.jsonl does not exist"),
+    (["harvest", "trunc.jsonl"], "trunc.jsonl:32: not valid JSON"),
+    (["harvest", "text.txt"], "text.txt:1: not valid JSON"),
+    (["harvest", "good.jsonl", "--top", "0"], "--top must be at least 1, got 0"),
+    (["harvest", "good.jsonl", "--keep", "0"], "--keep must be at least 1, got 0"),
+    (["harvest", "good.jsonl", "--granularity", "0"], "--granularity must be at least 1"),
+    (["harvest", "good.jsonl", "--margin", "1"], "--margin must be in [0, 1)"),
+    (["harvest", "good.jsonl", "--levels", "name,gpu"], "--levels 'name,gpu'"),
+    (["harvest", "good.jsonl", "--out", "/proc/db.json"], "cannot write /proc/db.json"),
+    (["harvest", "good.jsonl", "--out", "/proc/dbdir"], "cannot create or write folder /proc/dbdir"),
+    (["harvest", "good.jsonl", "--out", "text.txt"], "--out text.txt is a file without .json suffix"),
+    (["harvest", "good.jsonl", "--out", "text.txt/db.json"], "--out text.txt is a file, not a folder"),
+    (["harvest", "good.jsonl", "--out", "db_trunc.json"], "db_trunc.json:1: not valid JSON"),
+    (["harvest", "good.jsonl", "--out", "db_list.json"], "not an observed-heuristics database"),
+    (["harvest", "good.jsonl", "--json", "/proc/h.json"], "cannot write /proc/h.json"),
+    (["harvest", "good.jsonl", "--vllm-export", "text.txt"], "'text.txt' is a file"),
+    (["harvest", "good.jsonl", "--store", "s.sqlite"], "--store is only read with --from-store"),
+    (["harvest", "--from-store", "--store", "typo/store.sqlite"], "store typo/store.sqlite does not exist"),
+    (["harvest", "--from-store", "--store", "text.txt"], "text.txt is not an abductune store"),
+    (["harvest", "--vllm-import", "text.txt"], "not a vLLM fused-MoE config file name"),
+    (["harvest", "--vllm-import", "adir"], "no vLLM config files given"),
+]
+
+# sweep needs torch and triton to get past its first check (see test_sweep_says_install_the_gpu_extra)
+SWEEP_CASES: list[tuple[list[str], str]] = [
+    (["sweep", "--out", "s"], "Missing option '--kernel'"),
+    (["sweep", "--kernel", "nope", "--out", "s"], "unknown kernel 'nope'"),
+    (["sweep", "--kernel", "gelu_mul_fp16", "--out", "s", "--shapes", "M=1"], "takes dims ['numel']"),
+    (["sweep", "--kernel", "gelu_mul_fp16", "--out", "s", "--shapes", "numel=0"],
+     "every dim must be positive"),
+    (["sweep", "--kernel", "gelu_mul_fp16", "--out", "s", "--shapes", "numel=?"], "bad shape 'numel=?'"),
+    (["sweep", "--kernel", "gelu_mul_fp16", "--out", "s", "--workers", "0"], "--workers must be at least 1"),
+    (["sweep", "--kernel", "gelu_mul_fp16", "--out", "s", "--limit", "-1"], "--limit must be at least 1"),
+    (["sweep", "--kernel", "gelu_mul_fp16", "--out", "/proc/sw"], "cannot create or write folder /proc/sw"),
+    (["sweep", "--kernel", "gelu_mul_fp16", "--out", "text.txt"], "'text.txt' is a file"),
+    (["sweep", "--kernel", "gelu_mul_fp16", "--out", "text.txt/sub"],
+     "cannot create folder text.txt/sub (--out): text.txt is a file"),
+]
+if HAS_GPU_STACK and not gpu_available():
+    SWEEP_CASES.append((["sweep", "--kernel", "gelu_mul_fp16", "--out", "s"], "no CUDA GPU is visible"))
+
+
+def _cases() -> list:
+    out = [pytest.param(a, w, id=" ".join(a)) for a, w in CASES]
+    out += [pytest.param(a, w, id=" ".join(a), marks=pytest.mark.skipif(
+        not HAS_GPU_STACK, reason="needs torch and triton")) for a, w in SWEEP_CASES]
+    if "cache" in main.commands:  # registered by the cache work when present
+        out.append(pytest.param(["cache", "--nosuch"], "No such option '--nosuch'", id="cache --nosuch"))
+    return out
+
+
+def run_cli(args: list[str], cwd: Path) -> tuple[int, str, str, BaseException | None]:
+    """(exit code, stdout, stderr, exception) of `abductune ARGS` run in `cwd`."""
+    old = os.getcwd()
+    os.chdir(cwd)
+    try:
+        r = CliRunner().invoke(main, args)
+    finally:
+        os.chdir(old)
+    return r.exit_code, r.stdout, r.stderr, r.exception
+
+
+def assert_one_line(code: int, stderr: str, exc: BaseException | None, want: str) -> None:
+    assert exc is None or isinstance(exc, SystemExit), f"uncaught {exc!r}"
+    assert code == 2, (code, stderr)
+    assert "Traceback" not in stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and stderr.endswith("\n"), f"expected one line, got {stderr!r}"
+    assert lines[0].startswith("error: ") and want in lines[0], lines[0]
+    assert "[/" not in lines[0] and "\x1b" not in lines[0]  # no markup, no colour codes
+
+
+@pytest.mark.parametrize("args, want", _cases())
+def test_bad_input_gives_one_line_and_exit_2(files: Path, args: list[str], want: str):
+    before = sorted(p.name for p in files.iterdir())
+    code, _, err, exc = run_cli(args, files)
+    assert_one_line(code, err, exc, want)
+    # a failed command leaves nothing behind: no output, no store, no sweep folder
+    assert sorted(p.name for p in files.iterdir()) == before
+
+
+# ------------------------------------------------------------- item 1: outputs checked first
+
+def test_harvest_checks_outputs_before_reading_any_dataset(files: Path, monkeypatch):
+    import abductune.heuristics.harvest as harvest
+
+    def boom(*a, **kw):
+        raise AssertionError("datasets were read before the output was checked")
+    monkeypatch.setattr(harvest, "observations_from_datasets", boom)
+    for out in (["--out", "/proc/db.json"], ["--json", "/proc/h.json"], ["--out", "text.txt/db"]):
+        code, _, err, exc = run_cli(["harvest", "good.jsonl", *out], files)
+        assert_one_line(code, err, exc, "/")
+
+
+def test_harvest_writes_json_and_database_whole_with_umask_permissions(tmp_path: Path):
+    old = os.umask(0o027)
+    try:
+        code, out, err, exc = run_cli(["harvest", str(_gelu_small()), "--levels", "name", "--margin", "0",
+                                       "--out", "new/db.json", "--json", "report.json"], tmp_path)
+    finally:
+        os.umask(old)
+    assert code == 0, (err, exc)
+    report = json.loads((tmp_path / "report.json").read_text())
+    db = Database.load(tmp_path / "new" / "db.json")
+    assert report["rules"] == len(db) > 0
+    for p in (tmp_path / "report.json", tmp_path / "new" / "db.json"):
+        assert p.stat().st_mode & 0o777 == 0o640
+    leftovers = [p.name for p in tmp_path.rglob("*") if p.name.endswith((".tmp", ".check"))]
+    assert leftovers == []
+
+
+# ------------------------------------------------------------- item 7: the gpu extra
+
+@pytest.fixture
+def no_gpu_stack(monkeypatch):
+    real = importlib.util.find_spec
+
+    def find_spec(name, *a, **kw):
+        return None if name in ("torch", "triton") else real(name, *a, **kw)
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+
+
+@pytest.mark.parametrize("args", [
+    ["sweep", "--kernel", "gelu_mul_fp16", "--out", "s"],
+    ["sweep", "--kernel", "nope", "--out", "/proc/sw", "--workers", "0"],  # said before anything else
+    ["tune", "--mode", "live", "--kernel", "gelu_mul_fp16"],
+])
+def test_sweep_and_live_tune_say_install_the_gpu_extra(files: Path, no_gpu_stack, args):
+    code, _, err, exc = run_cli(args, files)
+    assert_one_line(code, err, exc, "torch and triton not installed")
+    assert "pip install 'abductune[gpu]'" in err
+    assert not (files / "s").exists()
+
+
+# ------------------------------------------------------------- item 11: harvest and the store
+
+def _rule(cls: str, bucket: str) -> Rule:
+    return Rule(kernel_class=cls, bucket=bucket, hardware="H100-SXM",
+                templates=[Template({"@warps": 4}, wins=1, shapes=1)])
+
+
+def test_saving_with_merge_keeps_rules_written_since_loading(tmp_path: Path):
+    path = tmp_path / "db.json"
+    Database([_rule("matmul", "M=16")]).save(path)
+    a = Database.load(path)  # two harvests load the same file ...
+    b = Database.load(path)
+    a.add(_rule("matmul", "M=64"))
+    b.add(_rule("elementwise", "numel=1024"))
+    a.save(path, merge=True)  # ... and save one after the other
+    b.save(path, merge=True)
+    assert {r.bucket for r in Database.load(path)} == {"M=16", "M=64", "numel=1024"}
+    # the same for a folder database (one file per hardware key)
+    Database([_rule("matmul", "M=16")]).save(tmp_path / "dir")
+    Database([_rule("matmul", "M=64")]).save(tmp_path / "dir", merge=True)
+    assert {r.bucket for r in Database.load(tmp_path / "dir")} == {"M=16", "M=64"}
+    # without merge a save replaces the file
+    Database([_rule("matmul", "M=256")]).save(path)
+    assert {r.bucket for r in Database.load(path)} == {"M=256"}
+
+
+def test_concurrent_harvests_into_one_database_keep_every_run_rules(tmp_path: Path):
+    groups = [[str(p) for p in bundled_datasets(kernel=k)] for k in ("gelu_mul_fp16", "softmax_fp16")]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    opts = ["--levels", "name", "--margin", "0"]
+    cmd = [sys.executable, "-m", "abductune.cli", "harvest", *opts, "--out", "db.json"]
+    procs = [subprocess.Popen(cmd + g, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True) for g in groups]
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    assert all(p.returncode == 0 for p in procs), errs
+    # what each run harvests alone
+    alone = set()
+    for i, g in enumerate(groups):
+        code, _, err, exc = run_cli(["harvest", *opts, "--out", f"alone{i}.json", *g], tmp_path)
+        assert code == 0, (err, exc)
+        alone |= {r.key() for r in Database.load(tmp_path / f"alone{i}.json")}
+    got = {r.key() for r in Database.load(tmp_path / "db.json")}
+    assert {k[1] for k in got} == {"elementwise", "row_reduction"}
+    assert got == alone
+
+
+def test_from_store_with_a_mistyped_path_creates_nothing(tmp_path: Path):
+    code, _, err, exc = run_cli(["harvest", "--from-store", "--store", "stroe/s.sqlite"], tmp_path)
+    assert_one_line(code, err, exc, "does not exist")
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------- item 8: user kernels from the cwd
+
+def test_user_kernel_spec_loads_from_the_current_folder_without_pythonpath(tmp_path: Path):
+    pytest.importorskip("triton")
+    (tmp_path / "my_kernels.py").write_text(textwrap.dedent("""
+        from abductune.kernels.elementwise import GeluMulSpec
+
+        class MyGelu(GeluMulSpec):
+            def __init__(self):
+                super().__init__("fp16")
+
+        class NotASpec:
+            pass
+    """))
+    probe = textwrap.dedent("""
+        import os, sys
+        # like the `abductune` script: the current folder is not on sys.path
+        sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
+        from abductune import kernels
+        from abductune.errors import AbductuneError
+        spec = kernels.get("my_kernels:MyGelu")
+        print(spec.name, len(spec.space().valid_configs()))
+        for bad in ("my_kernels:NotASpec", "my_kernels:Missing", "nope_module:X"):
+            try:
+                kernels.get(bad)
+            except AbductuneError as e:
+                print("error", e)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and Path(p).resolve() != tmp_path.resolve())
+    r = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[0] == "my_kernels:MyGelu" and int(lines[0].split()[1]) > 0
+    assert "NotASpec is not a KernelSpec subclass" in lines[1]
+    assert "has no attribute 'Missing'" in lines[2]
+    assert "No module named 'nope_module'" in lines[3] and "PYTHONPATH" in lines[3]
+
+
+# ------------------------------------------------------------- item 12: seconds are a hard cap
+
+def test_replay_seconds_limit_is_never_exceeded(tmp_path: Path):
+    limit = 3.0  # a gelu config costs 0.05-1.3 recorded seconds: about ten fit
+    code, _, err, exc = run_cli(["replay", str(_gelu_small()), "--strategy", "random,pattern",
+                                 "--budget", "64", "--seconds", str(limit), "--repeats", "4",
+                                 "--json", "r.json"], tmp_path)
+    assert code == 0, (err, exc)
+    cells = json.loads((tmp_path / "r.json").read_text())["cells"]
+    for c in cells:
+        assert c["mean_seconds"] <= limit, c
+        assert 0 < c["mean_evaluations"] < 64  # the limit, not the budget, ended the runs
+
+
+def test_version_and_help_exit_0(tmp_path: Path):
+    code, out, err, _ = run_cli(["--version"], tmp_path)
+    assert code == 0 and out.startswith("abductune, version ") and err == ""
+    code, out, _, _ = run_cli(["harvest", "--help"], tmp_path)
+    assert code == 0 and "--from-store" in out
+
+
+def test_sweep_out_folder_that_cannot_be_made_is_named(tmp_path: Path):
+    from abductune.errors import AbductuneError
+    from abductune.sweep import make_out_dir
+
+    (tmp_path / "f").write_text("x")
+    for bad in (tmp_path / "f", tmp_path / "f" / "gelu", Path("/proc/abductune-sweep")):
+        with pytest.raises(AbductuneError, match=f"cannot create folder {bad}"):
+            make_out_dir(bad)
+    assert make_out_dir(tmp_path / "a" / "b").is_dir()
