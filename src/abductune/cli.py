@@ -680,5 +680,12 @@ def _database_out_writable(out: str) -> None:
 _register_harvest()
 
 
+from .cache_cli import cache  # noqa: E402  (the decorator's store: abductune cache ...)
+from .theory_cli import explain_cmd, learn_cmd, predict_cmd  # noqa: E402
+
+main.add_command(cache)
+for _cmd in (learn_cmd, predict_cmd, explain_cmd):
+    main.add_command(_cmd)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

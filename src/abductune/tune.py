@@ -66,6 +66,19 @@ def seed_list(problem: Any, space: Any, default_cfg: dict, extra: list[dict] | N
     seeds = [Seed(dict(c), "user") for c in (extra or [])]
     fired: list[dict] = []
     if heuristics:
+        from .theory.store import predict
+
+        try:  # the theory store's zero-shot prediction is the first bet
+            pred = predict(problem, space, exclude=exclude)
+        except Exception as e:  # noqa: BLE001 - a prediction must never stop a tune
+            log.warning("theory prediction for %s failed: %s: %s", problem.kernel, type(e).__name__, e)
+            pred = None
+        if pred is not None:
+            seeds.append(Seed(dict(pred.config), f"theory:{pred.rule.regime}"))
+            fired.append({"name": "theory", "source": "theory", "status": "seed", "reason": pred.describe(),
+                          "config": dict(pred.config)})
+        else:
+            fired.append({"name": "theory", "source": "theory", "status": "noop", "reason": "no rule applies"})
         from .heuristics import seed_configs
 
         kw: dict[str, Any] = {"database": database, "base": default_cfg}

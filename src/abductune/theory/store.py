@@ -50,7 +50,7 @@ ANY = "*"
 ALL = "all"
 SUPPORT_TOLERANCE = 1.05  # a prediction within 5% of the optimum supports its rule
 MISSING_PENALTY = 3.0  # a config not measured for a problem counts as 3x its optimum
-TOP = 6  # candidate templates from each problem's fastest configs
+TOP = 4  # candidate templates from each problem's fastest configs
 MIN_GROUP = 2  # a regime needs two problems to say anything beyond "all"
 
 
@@ -336,12 +336,16 @@ def _fit_group(group: Sequence[Any]) -> tuple[dict[str, Form], list[float]] | No
     return best, _score(best, group, cache)
 
 
-def learn(observations: Iterable[Any], *, exclude: Problem | None = None) -> "TheoryBook":
+def learn(observations: Iterable[Any], *, exclude: Problem | None = None,
+          only: Classification | None = None) -> "TheoryBook":
     """Rules from observations (`heuristics.harvest.Observation`: a problem, its space and the
     times of its configs), one per (hardware level, class, regime, dtype family) group that
-    has problems with roles; `exclude` leaves a problem out (leave-one-shape-out)."""
+    has problems with roles; `exclude` leaves a problem out (leave-one-shape-out); `only`
+    learns just the groups a lookup for that classification visits."""
     groups: dict[tuple[str, str, str, str], list[Any]] = {}
     for o in observations:
+        if only is not None and o.classification().kernel_class != only.kernel_class:
+            continue
         if exclude is not None and (o.problem.key() == exclude.key() or (
                 o.problem.kernel == exclude.kernel and dict(o.problem.dims) == dict(exclude.dims))):
             continue
@@ -350,6 +354,8 @@ def learn(observations: Iterable[Any], *, exclude: Problem | None = None) -> "Th
         cls = o.classification()
         for _, hw_key in _hardware_levels(o.problem.hardware):
             for regime in (cls.fallback, ALL):
+                if only is not None and regime not in (only.fallback, ALL):
+                    continue
                 groups.setdefault((hw_key, cls.kernel_class, regime, cls.dtype_family), []).append(o)
     rules = []
     fits: dict[frozenset, Any] = {}  # the GPU, its family and "any" often hold the same problems
@@ -382,9 +388,13 @@ def learn(observations: Iterable[Any], *, exclude: Problem | None = None) -> "Th
 class TheoryBook:
     """A set of theory rules with the lookup order of the observed database."""
 
-    def __init__(self, rules: Iterable[TheoryRule] = (), meta: Mapping[str, Any] | None = None):
+    def __init__(self, rules: Iterable[TheoryRule] = (), meta: Mapping[str, Any] | None = None,
+                 held_out: Mapping[str, Iterable[TheoryRule]] | None = None):
         self.rules: dict[tuple[str, str, str, str], TheoryRule] = {r.key: r for r in rules}
         self.meta = dict(meta or {})
+        # problem key -> the rules learned without that problem (leave-one-shape-out), for the
+        # problems the book was learned from: a replay of one of them uses these
+        self.held_out: dict[str, TheoryBook] = {k: TheoryBook(v) for k, v in (held_out or {}).items()}
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -433,15 +443,19 @@ class TheoryBook:
 
     # -- serialisation
     def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "version": VERSION, "meta": self.meta,
-                "rules": [r.to_dict() for r in sorted(self.rules.values(), key=lambda r: r.key)]}
+        rules = lambda b: [r.to_dict() for r in sorted(b.rules.values(), key=lambda r: r.key)]  # noqa: E731
+        d: dict[str, Any] = {"format": FORMAT, "version": VERSION, "meta": self.meta, "rules": rules(self)}
+        if self.held_out:
+            d["held_out"] = {k: rules(b) for k, b in sorted(self.held_out.items())}
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], origin: str = "") -> "TheoryBook":
         if d.get("format") != FORMAT:
             raise AbductuneError(f"{origin or 'theory file'} is not an abductune theory file "
                                  f"(format {d.get('format')!r}); write one with `abductune learn`")
-        return cls((TheoryRule.from_dict(r) for r in d.get("rules", [])), d.get("meta"))
+        held = {k: [TheoryRule.from_dict(r) for r in v] for k, v in (d.get("held_out") or {}).items()}
+        return cls((TheoryRule.from_dict(r) for r in d.get("rules", [])), d.get("meta"), held)
 
     def save(self, path: str | Path) -> Path:
         from ..files import atomic_write_text
@@ -491,5 +505,18 @@ def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
     they came from, so no prediction is scored with its own answer."""
     book = book if book is not None else packaged_book()
     if exclude is not None and any(r.learned_from_problem(exclude) for _, r in book.candidates(problem, space)):
-        book = learn(bundled_observations(), exclude=exclude)
+        held = book.held_out.get(exclude.key())
+        book = held if held is not None else learn(bundled_observations(), exclude=exclude,
+                                                   only=classify(problem, space))
     return book.predict(problem, space, exclude=exclude)
+
+
+def learn_with_held_out(observations: Sequence[Any], meta: Mapping[str, Any] | None = None) -> TheoryBook:
+    """A book from every observation, plus for each one the rules its lookup would use when
+    that observation is left out: what ships, so replays never re-learn."""
+    book = learn(observations)
+    book.meta = dict(meta or {})
+    for o in observations:
+        held = learn(observations, exclude=o.problem, only=o.classification())
+        book.held_out[o.problem.key()] = held
+    return book

@@ -1,0 +1,147 @@
+"""The theory store: rules over roles learned from measured problems predict a config for a
+held-back shape, transfer to another matmul kernel with a different space, round-trip
+through JSON, and the CLI learns, predicts and explains."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from abductune.cli import main
+from abductune.hardware import lookup
+from abductune.heuristics.harvest import Observation
+from abductune.problem import Problem
+from abductune.space import Choice, Pow2, Space
+from abductune.theory.store import (Form, TheoryBook, bundled_observations, instantiate, learn, packaged_book,
+                                    predict)
+
+H100 = lookup("H100-SXM")
+
+
+@pytest.fixture(scope="module")
+def matmul_obs():
+    return [o for o in bundled_observations() if o.problem.kernel == "matmul_fp16"]
+
+
+def test_held_back_shapes_get_good_predictions(matmul_obs):
+    """Leave one shape out, learn from the rest, predict it: most shapes land near the optimum
+    with no measurement, and clearly better than the space's default config."""
+    ratios, defaults = [], []
+    for o in matmul_obs[::3]:  # a third of them keeps the test quick
+        book = learn(matmul_obs, exclude=o.problem, only=o.classification())
+        assert not any(r.learned_from_problem(o.problem) for r in book)
+        p = book.predict(o.problem, o.space)
+        assert p is not None and o.space.is_valid(p.config)
+        ratios.append(o.time_of(p.config) / o.optimum)
+        defaults.append(o.default_time() / o.optimum)
+    g = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    gd = math.exp(sum(map(math.log, defaults)) / len(defaults))
+    assert g < gd and g <= 1.15, (ratios, defaults)
+    assert sum(r <= 1.05 for r in ratios) >= len(ratios) // 2
+
+
+def test_packaged_book_ships_held_out_rules_for_every_bundled_shape():
+    book = packaged_book()
+    obs = bundled_observations()
+    assert len(book) > 0 and set(book.held_out) == {o.problem.key() for o in obs}
+    for o in obs:
+        p = predict(o.problem, o.space, book=book, exclude=o.problem)
+        assert p is not None and not p.rule.learned_from_problem(o.problem)
+
+
+def _renamed(o: Observation) -> Observation:
+    """The same matmul behind a different space: other names, fewer values, warps as a choice
+    (the kernel's physical limits, its constraints, come along under the new names)."""
+    import re
+
+    names = {"BLOCK_M": "BM", "BLOCK_N": "BN", "BLOCK_K": "BK", "GROUP_M": "GM", "num_warps": "nw",
+             "num_stages": "ns"}
+    limits = [re.sub(r"[A-Za-z_]+", lambda m: names.get(m.group(0), m.group(0)), c)
+              for c in o.space.to_dict()["constraints"]]
+    space = Space([Pow2("BM", 16, 128, role="tile:M"), Pow2("BN", 32, 256, role="tile:N"),
+                   Pow2("BK", 32, 128, role="tile:K"), Choice("GM", [1, 8], role="group"),
+                   Choice("nw", [4, 8], role="warps"), Choice("ns", [3, 4, 5], role="stages")], limits)
+    problem = Problem("my_matmul", "matmul", dict(o.problem.dims), dict(o.problem.dtypes), o.problem.flops,
+                      o.problem.min_bytes, H100, "mine")
+    times = {}
+    for k, t in o.times.items():
+        cfg = {names[n]: v for n, v in o.space.from_key(k).items()}
+        if space.is_valid(cfg):
+            times[space.key(cfg)] = t
+    return Observation("my_" + o.name, problem, space, times, None)
+
+
+def test_a_second_matmul_kernel_gets_a_useful_prediction(matmul_obs):
+    """Rules learned on matmul_fp16 speak of roles, so they apply to a matmul of our own with
+    other parameter names and domains."""
+    book = learn(matmul_obs)
+    ratios = []
+    for o in matmul_obs:
+        mine = _renamed(o)
+        p = book.predict(mine.problem, mine.space)
+        assert p is not None and mine.space.is_valid(p.config)
+        assert set(p.config) == set(mine.space.names)
+        t = mine.time_of(p.config)
+        ratios.append(t / mine.optimum if t else 3.0)
+    g = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    assert g <= 1.15, ratios
+
+
+def test_forms_instantiate_by_role():
+    space = Space([Pow2("BM", 16, 256, role="tile:M"), Pow2("BN", 16, 256, role="tile:N"),
+                   Pow2("BK", 16, 128, role="tile:K"), Choice("nw", [4, 8], role="warps")])
+    decode = Problem("mm", "matmul", {"M": 1, "N": 4096, "K": 4096}, {"a": "fp16"}, hardware=H100)
+    cfg = instantiate({"tile:M": Form("fit"), "tile:N": Form("grid", 1.0), "tile:K": Form("const", 128),
+                       "warps": Form("const", 4)}, decode, space)
+    assert cfg["BM"] == 16  # covers M=1 as far as the space allows
+    assert 4096 // cfg["BN"] in range(66, 264)  # about one program per SM (132 SMs)
+    square = Problem("mm", "matmul", {"M": 1024, "N": 1024, "K": 16384}, {"a": "fp16"}, hardware=H100)
+    par = {"tile:M": Form("par", (256, 1.0)), "tile:N": Form("par", (256, 1.0)), "tile:K": Form("const", 64)}
+    cfg = instantiate(par, square, space)
+    assert (1024 // cfg["BM"]) * (1024 // cfg["BN"]) >= 132  # shrunk until every SM has a program
+    big = Problem("mm", "matmul", {"M": 8192, "N": 8192, "K": 8192}, {"a": "fp16"}, hardware=H100)
+    assert instantiate(par, big, space)["BM"] == 256  # enough work: the tile stays big
+
+
+def test_book_round_trips_and_refuses_garbage(tmp_path: Path, matmul_obs):
+    book = learn(matmul_obs[:4])
+    path = book.save(tmp_path / "t.json")
+    again = TheoryBook.load(path)
+    assert again.to_dict() == book.to_dict() and len(again) == len(book)
+    (tmp_path / "bad.json").write_text('{"format": "something"}')
+    with pytest.raises(Exception, match="not an abductune theory file"):
+        TheoryBook.load(tmp_path / "bad.json")
+
+
+def test_prediction_says_when_it_extrapolates(matmul_obs):
+    book = learn(matmul_obs)
+    far = Problem("matmul_fp16", "matmul", {"M": 65536, "N": 65536, "K": 65536}, {"a": "fp16", "b": "fp16"},
+                  hardware=H100)
+    p = book.predict(far, matmul_obs[0].space)
+    assert p is not None and p.extrapolates and any("outside" in r for r in p.reasons)
+    a100 = Problem("matmul_fp16", "matmul", dict(matmul_obs[0].problem.dims), {"a": "fp16", "b": "fp16"},
+                   hardware=lookup("A100-SXM"))
+    q = book.predict(a100, matmul_obs[0].space)
+    assert q is not None and q.level == "any" and q.confidence < p.rule.confidence
+
+
+def test_cli_learn_predict_explain(tmp_path: Path):
+    runner = CliRunner()
+    out = tmp_path / "t.json"
+    r = runner.invoke(main, ["learn", "bundled", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "rules from 27 problems" in r.output and out.exists()
+    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=16,N=8192,K=4096",
+                             "--theories", str(out)])
+    assert r.exit_code == 0 and "BLOCK_M=16" in r.output and "because matmul/small_m" in r.output
+    store = tmp_path / "s.sqlite"
+    r = runner.invoke(main, ["tune", "--kernel", "softmax_fp16", "--shapes", "rows=16384,cols=1024",
+                             "--budget", "6", "--store", str(store)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["explain", "1", "--store", str(store), "--plot", str(tmp_path / "p.png")])
+    assert r.exit_code == 0, r.output
+    assert "seed [theory:" in r.output and "winner #" in r.output and (tmp_path / "p.png").exists()
+    r = runner.invoke(main, ["explain", "99", "--store", str(store)])
+    assert r.exit_code == 2 and "has no run 99" in r.output
