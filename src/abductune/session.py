@@ -23,13 +23,14 @@ What happens in `run`:
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from .errors import AbductuneError
 from .measure.base import Evaluator
@@ -186,6 +187,28 @@ class Session:
                     return self._put(self.evaluator.evaluate([cfg]), kind)[0]
             time.sleep(delay)
             delay = min(delay * 2, _WAIT_POLL_S[1])
+
+    # -- recording what a caller measured itself (sweep): still one run, journaled and stored
+    @contextlib.contextmanager
+    def recording(self, strategy_note: str = "") -> Iterator["Session"]:
+        """`with session.recording(): session.record(ms)` for callers that measure outside a
+        strategy (a sweep times every config in its own order): the rows still get a run, ids
+        and kinds, and the run is marked done or interrupted."""
+        self.run_id = self.store.start_run(self.context, self.strategy.name, {**self.options, "note": strategy_note},
+                                           self.heuristics, tune_key=self.tune_key)
+        try:
+            yield self
+        except BaseException:
+            with contextlib.suppress(Exception):
+                self.store.finish_run(self.run_id, "interrupted")
+            raise
+        best = self.store.best(self.context)
+        self.store.finish_run(self.run_id, "done", winner_id=best.id if best else None)
+
+    def record(self, measurements: Sequence[Measurement], kind: str = "search") -> list[Measurement]:
+        if self.run_id is None:
+            raise AbductuneError("Session.record() outside recording() or run()")
+        return self._put(measurements, kind)
 
     # -- the run
     def run(self, *, baselines: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,

@@ -18,7 +18,7 @@ from .datasets.bundled import shape_name
 from .datasets.format import Dataset, append_records, write_dataset
 from .errors import AbductuneError
 from .files import atomic_write_text
-from .hardware import HardwareInfo, local_hardware, toolchain
+from .hardware import HardwareInfo, local_hardware, toolchain, toolchain_key
 from .measurement import Measurement
 
 log = logging.getLogger(__name__)
@@ -138,8 +138,12 @@ def make_out_dir(path: Path) -> Path:
 def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *,
           compile_workers: int | None = None, limit: int | None = None, seed: int = 0,
           hardware: HardwareInfo | None = None, target_ms: float = 10.0, max_reps: int = 50,
-          on_progress: Callable[[str, int, int], None] | None = None) -> list[Path]:
-    """Measure every valid config of `kernel_name` for each shape; returns the dataset paths."""
+          on_progress: Callable[[str, int, int], None] | None = None, store: Any = None) -> list[Path]:
+    """Measure every valid config of `kernel_name` for each shape; returns the dataset paths.
+    Every measurement also goes through a Session into `store` (a Store or a path; default
+    the user's store), so a sweep's rows feed harvest, learn and later tunes."""
+    from .session import Session
+    from .store import Store
     from . import kernels
     from .measure.live import BenchWorker, Compiler, LiveEvaluator
 
@@ -185,17 +189,23 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
                     comps = compiler.compile(spec.name, todo, problem)
                 finally:
                     compiler.shutdown()  # frees the pool's GPU buffers before timing
-                for i, (cfg, comp) in enumerate(zip(todo, comps)):
-                    ck = json.dumps(space.key(cfg))
-                    if comp["status"] == "ok":
-                        # a cache hit reports ms: keep the first real compile's seconds
-                        ctimes[ck] = max(ctimes.get(ck, 0.0), float(comp.get("compile_s", 0.0)))
-                        comp = {**comp, "compile_s": ctimes[ck]}
-                    m = ev._bench_one(dict(cfg), comp)
-                    append_records(partial, [m])
-                    recs.append(m)
-                    if on_progress:
-                        on_progress(f"{spec.name} {shape_name(problem.dims)}", len(recs), len(configs))
+                st = store if isinstance(store, Store) else Store(store)
+                with Session(ev, strategy="exhaustive", store=st, toolchain=toolchain_key()) as session, \
+                        session.recording("sweep"):
+                    for i, (cfg, comp) in enumerate(zip(todo, comps)):
+                        ck = json.dumps(space.key(cfg))
+                        if comp["status"] == "ok":
+                            # a cache hit reports ms: keep the first real compile's seconds
+                            ctimes[ck] = max(ctimes.get(ck, 0.0), float(comp.get("compile_s", 0.0)))
+                            comp = {**comp, "compile_s": ctimes[ck]}
+                        m = ev.bench_compiled(dict(cfg), comp)
+                        append_records(partial, [m])
+                        session.record([m])
+                        recs.append(m)
+                        if on_progress:
+                            on_progress(f"{spec.name} {shape_name(problem.dims)}", len(recs), len(configs))
+                if not isinstance(store, Store):
+                    st.close()
                 atomic_write_text(ctimes_path, json.dumps(ctimes))
             ds.records = recs
             write_dataset(ds, final)

@@ -217,6 +217,10 @@ class LiveEvaluator(Evaluator):
         self.clock += time.perf_counter() - t0
         return out
 
+    def bench_compiled(self, cfg: dict, comp: dict) -> Measurement:
+        """Benchmark one config whose compile result is `comp` (a sweep compiles everything first)."""
+        return self._bench_one(cfg, comp)
+
     def _bench_one(self, cfg: dict, comp: dict) -> Measurement:
         static = {k: comp.get(k) for k in ("registers", "spills", "smem_bytes")}
         base = dict(config=cfg, compile_s=float(comp.get("compile_s", 0.0)), **static)
