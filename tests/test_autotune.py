@@ -6,7 +6,6 @@ Timing is an injected deterministic timer (config -> ms), so winners are known i
 from __future__ import annotations
 
 import importlib.util
-import os
 import threading
 from pathlib import Path
 
@@ -28,14 +27,13 @@ if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set be
     from abductune.store import Store
 
 interpreted = pytest.mark.skipif(not INTERPRET, reason="run by test_all_in_an_interpreted_process")
-N_TESTS = 14
 
 
 @pytest.mark.skipif(INTERPRET, reason="this is the interpreted process")
 def test_all_in_an_interpreted_process():
     pytest.importorskip("torch")
     pytest.importorskip("triton")
-    run_module_in_interpreter(__file__, N_TESTS)
+    run_module_in_interpreter(__file__, expected=sum(n.startswith("test_") for n in globals()) - 1)
 
 
 HERE = Path(__file__).resolve().parent

@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import AbductuneError
 from .hardware import HardwareInfo
-from .measure.inprocess import QUANTILES, InProcessEvaluator, Launch, bench_timer, wall_clock_bench
+from .measure.inprocess import InProcessEvaluator, Launch, bench_timer, wall_clock_bench
 from .measurement import Measurement
 from .problem import Problem
 from .search import Budget
@@ -60,7 +60,7 @@ from .store import Context, Store, config_key, default_path
 log = logging.getLogger(__name__)
 
 __all__ = ["autotune", "Autotuner", "Choice", "patch_triton", "space_from_configs", "kernel_source_hash",
-           "bucket_function", "compile_plan"]
+           "bucket_function", "compile_plan", "pick", "stored_winner", "triton_config_json"]
 
 # Options of a triton.Config besides its kwargs, with Triton's defaults (a param only when a
 # config in the list sets a non-default value; num_warps and num_stages always).
@@ -101,12 +101,13 @@ def bucket_function(spec: Any, name: str = "") -> Callable[[Any], Any] | None:
 _MISSING = object()
 
 
-def _python_fn(obj: Any) -> Any:
+def _python_fn(obj: Any, any_wrapper: bool = False) -> Any:
     """The Python function under a Triton JIT object (JITFunction, InterpretedFunction, an
-    Autotuner or Heuristics wrapping one), or None for anything else."""
+    Autotuner or Heuristics wrapping one), or None for anything else (with `any_wrapper`,
+    under any object whose `.fn` chain ends in a function)."""
     if inspect.isfunction(obj):
         return obj
-    if not (type(obj).__module__ or "").startswith(("triton", "abductune")):
+    if not any_wrapper and not (type(obj).__module__ or "").startswith(("triton", "abductune")):
         return None
     fn = getattr(obj, "fn", None)
     for _ in range(16):
@@ -145,7 +146,7 @@ def kernel_source_hash(fn: Any) -> str:
     transitively, plus the constexpr globals they read: what Triton's `JITFunction.cache_key`
     covers, without its line numbers (moving a kernel in its file keeps its winners). Works
     on compiled and interpreted kernels alike."""
-    base = _python_fn(fn)
+    base = _python_fn(fn, any_wrapper=True)
     if base is None:
         raise AbductuneError(f"{fn!r} is not a @triton.jit function; put @abductune.autotune above @triton.jit")
     parts: list[str] = []
@@ -392,6 +393,30 @@ def _median_ms(rows: Iterable[Measurement]) -> float:
     return statistics.median(ok) if ok else math.inf
 
 
+def pick(winner: Measurement | None, rows: Sequence[Measurement], impls: Iterable[str]) -> tuple[dict | None, float]:
+    """(config, ms) a key launches: the judged Triton winner, unless one of the implementations
+    `impls` is faster on the stored rows (median of every ok row of each). It reads only the
+    store, so every process (and `abductune cache`) decides alike."""
+    best = dict(winner.config) if winner is not None else None
+    best_t = _median_ms(m for m in rows if best is not None and config_key(m.config) == config_key(best))
+    for n in impls:
+        t = _median_ms(m for m in rows if m.config == {"impl": n})
+        if t < best_t:
+            best, best_t = {"impl": n}, t
+    return best, best_t
+
+
+def stored_winner(store: Store, ctx: Context) -> Measurement | None:
+    """The winner a finished tune (or an import) recorded for `ctx`, the latest first; else
+    the fastest ok row; None when nothing ran."""
+    runs = [r for r in store.runs(ctx) if r.status == "done" and r.winner_id is not None]
+    if runs:
+        got = store.by_id([runs[-1].winner_id])
+        if got:
+            return got[0]
+    return store.best(ctx)
+
+
 _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
 
@@ -464,7 +489,7 @@ class Autotuner:
         import triton
 
         self.fn = fn
-        self.base_fn = _python_fn(fn)
+        self.base_fn = _python_fn(fn, any_wrapper=True)
         if self.base_fn is None:
             raise AbductuneError(f"@abductune.autotune decorates a @triton.jit function, got {fn!r}")
         self.arg_names = list(arg_names)
@@ -547,7 +572,7 @@ class Autotuner:
         self.configs_timings: dict[Any, Any] = {}
         self.bench_time = 0.0
         self.nargs: dict[str, Any] | None = None
-        self.stats = {"tunes": 0, "store_hits": 0, "predicted": 0, "evaluations": 0}
+        self.stats = {"tunes": 0, "store_hits": 0, "predicted": 0, "evaluations": 0, "waited_s": 0.0}
         self.last_result: SessionResult | None = None
         self._lock = threading.RLock()
         self._threads: list[threading.Thread] = []
@@ -795,17 +820,11 @@ class Autotuner:
         return f"no stored winner for this kernel, key, device and toolchain in {store.path}"
 
     def _decide(self, winner: Measurement | None, rows: Sequence[Measurement], source: str) -> Choice:
-        """The Triton winner, unless an offered implementation is faster on the stored rows
-        (median of every ok row of each): every process reading one store decides alike."""
-        best_cfg: dict[str, Any] | None = winner.config if winner is not None else None
-        best_t = _median_ms(m for m in rows if best_cfg is not None and config_key(m.config) == config_key(best_cfg))
-        for n in self.implementations:
-            t = _median_ms(m for m in rows if m.config == {"impl": n})
-            if t < best_t:
-                best_cfg, best_t = {"impl": n}, t
-        if best_cfg is None:
+        """The Triton winner, unless an offered implementation is faster (see `pick`)."""
+        cfg, t = pick(winner, rows, self.implementations)
+        if cfg is None:
             raise AbductuneError(f"{self.name}: no config ran (see the log for each config's error)")
-        return self._choice(best_cfg, source, best_t if math.isfinite(best_t) else None)
+        return self._choice(cfg, source, t if math.isfinite(t) else None)
 
     def _predict(self, store: Store, ctx: Context, seeds: Sequence[Config]) -> Choice:
         """What a missed key launches while it is tuned: the store's best config for the
@@ -902,7 +921,7 @@ class Autotuner:
                 self.pre_hook(full)
             return Launch(lambda: self.fn.run(*args, **kwargs, **ckw), before, lambda e: self._post(full, e, saved))
 
-        check = None
+        check: Callable[[Config], str | None] | None = None
         if self.reference is not None:
             full0 = {**nargs, **kwargs}
             self.pre_hook(dict(full0), reset_only=True)
@@ -911,20 +930,22 @@ class Autotuner:
                 raise AbductuneError(f"reference must return a dict of output argument name -> expected value "
                                      f"(names among {self.arg_names}), got {type(expected).__name__}")
 
-            def check(cfg: Config) -> str | None:
+            def compare(cfg: Config) -> str | None:
                 for n, exp in expected.items():
                     why = _compare(n, full0[n], exp, self.reference_tol)
                     if why:
                         return why
                 return None
+            check = compare
 
-        prune = None
+        prune: Callable[[Config], str | None] | None = None
         if self.early_config_prune is not None:
-            def prune(cfg: Config) -> str | None:
+            def user_prune(cfg: Config) -> str | None:
                 if "impl" in cfg or any(cfg == d for d in self._list):
                     return None  # the list was pruned before it became the seeds
                 kept = self.early_config_prune([triton_config(cfg)], dict(nargs), **kwargs)
                 return None if kept else "early_config_prune rejected it"
+            prune = user_prune
         timer, retimer = self._timers()
         return InProcessEvaluator(problem, self.space, launch, timer, check=check, prune=prune,
                                   remeasure_timer=retimer, verbose=_printing())
@@ -977,6 +998,8 @@ class Autotuner:
                 told = True
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
+        if told:
+            self.stats["waited_s"] += time.perf_counter() - t0
         try:
             yield
         finally:
@@ -1037,7 +1060,7 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
     def decorator(fn: Any) -> Autotuner:
         arg_names = getattr(fn, "arg_names", None)
         if arg_names is None:
-            base = _python_fn(fn)
+            base = _python_fn(fn, any_wrapper=True)
             if base is None:
                 raise AbductuneError(f"@abductune.autotune decorates a @triton.jit function, got {fn!r}")
             arg_names = list(inspect.signature(base).parameters)

@@ -430,6 +430,13 @@ def _print_outcomes(outcomes: list[Any], mode: str) -> None:
     for i, o in enumerate(outcomes, 1):
         click.echo(f"#{i} {o.kernel} {','.join(f'{a}={b}' for a, b in o.dims.items())}: "
                    f"{format_config(o.winner.config if o.winner else None)}")
+    clocks = [o.session.clocks for o in outcomes if o.session and o.session.clocks]
+    if clocks:
+        lo = min((c["sm_mhz_min"] for c in clocks if c["sm_mhz_min"]), default=None)
+        hi = max((c["sm_mhz_max"] for c in clocks if c["sm_mhz_max"]), default=None)
+        thr = sum(c["throttled_batches"] for c in clocks)
+        click.echo(f"GPU clocks (read-only): SM {lo}-{hi} MHz of {clocks[0]['max_sm_mhz']} max; "
+                   f"{thr} batch(es) measured while throttled" + (" (their winners re-timed)" if thr else ""))
     timing: dict[str, float] = {}
     for o in outcomes:
         for k, v in (o.session.timing if o.session else {}).items():

@@ -70,6 +70,7 @@ class SessionResult:
     timing: dict[str, float] = field(default_factory=dict)  # wall seconds per phase
     noise: float = NOISE_FLOOR
     events: list[dict[str, Any]] = field(default_factory=list)  # the strategy's provenance log
+    clocks: dict[str, Any] | None = None  # GPU clock state over the run (live, with NVML)
 
     @property
     def total_evaluations(self) -> int:
@@ -258,10 +259,13 @@ class Session:
                 log.warning("could not mark run %s interrupted", self.run_id)
             raise
         wall = time.perf_counter() - wall0
+        for k, v in (getattr(self.evaluator, "timing", None) or {}).items():
+            self.timing[f"evaluator.{k}"] = v  # setup, compile_wait, bench (cumulative per evaluator)
         result = SessionResult(self.problem, self.strategy.name, winner, res.evaluations, spent,
                                self.evaluator.clock - clock0, wall, self.run_id,
                                last.id if last else None, res.history, base, runoff, res.trace,
-                               self.heuristics, dict(self.timing), noise, res.events)
+                               self.heuristics, dict(self.timing), noise, res.events,
+                               _clock_summary(getattr(self.evaluator, "clock_log", None)))
         summary = {"evaluations": res.evaluations, "spent_before": spent, "seconds": result.seconds,
                    "wall_s": wall, "timing": self.timing,
                    "winner_ms": winner.time_ms if winner is not None else None,
@@ -343,6 +347,8 @@ class Session:
         best_t = ranked[0][1]
         noise = self.noise(m for e in ranked[:RUNOFF_TOP] for m in e[2])
         contenders = [e for e in ranked[:RUNOFF_TOP] if e[1] <= best_t * (1 + 2 * noise)]
+        if len(contenders) < 2 and len(ranked) > 1 and any(m.extra.get("throttled") for m in ranked[0][2]):
+            contenders = ranked[:2]  # the best was timed while the GPU throttled: confirm it
 
         def pick(e: tuple[Config, float, list[Measurement]]) -> Measurement:
             ok = sorted((m for m in e[2] if m.ok), key=lambda m: abs(m.time_ms - e[1]))
@@ -354,6 +360,16 @@ class Session:
         if not ok:
             return pick(ranked[0]), runoff, noise
         return min(ok, key=lambda m: m.objective), runoff, noise
+
+
+def _clock_summary(log: list[dict[str, Any]] | None) -> dict[str, Any] | None:
+    if not log:
+        return None
+    sm = [c["sm_mhz"] for c in log if c.get("sm_mhz")]
+    return {"batches": len(log), "sm_mhz_min": min(sm, default=None), "sm_mhz_max": max(sm, default=None),
+            "max_sm_mhz": next((c["max_sm_mhz"] for c in log if c.get("max_sm_mhz")), None),
+            "throttled_batches": sum(bool(c.get("throttle")) for c in log),
+            "power_w_max": max((c["power_w"] for c in log if c.get("power_w") is not None), default=None)}
 
 
 def winner_never_slower(result: SessionResult, measured: Iterable[Measurement]) -> bool:

@@ -183,7 +183,7 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
             todo = [c for c in configs if space.key(c) not in seen]
             if todo:
                 compiler = Compiler(compile_workers)
-                ev = LiveEvaluator(spec, problem, compiler=compiler, worker=worker, seed=seed,
+                ev = LiveEvaluator(spec, problem, compiler=compiler, worker=worker, seed=seed, early_stop=False,
                                    target_ms=target_ms, max_reps=max_reps)
                 try:
                     comps = compiler.compile(spec.name, todo, problem)

@@ -55,7 +55,8 @@ class TuneOutcome:
                 "heuristics": self.heuristics,
                 "run_id": s.run_id if s else None, "spent_before": s.spent_before if s else 0,
                 "resumed_from": s.resumed_from if s else None, "timing": s.timing if s else {},
-                "runoff": [m.config for m in s.runoff] if s else []}
+                "runoff": [m.config for m in s.runoff] if s else [],
+                "clocks": s.clocks if s else None}
 
 
 def seed_list(problem: Any, space: Any, default_cfg: dict, extra: list[dict] | None, heuristics: bool,
@@ -129,7 +130,7 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "pattern", bu
 
         spec = kernels.get(kernel)
         problem = spec.problem(dims, local_hardware())
-        ev = LiveEvaluator(spec, problem, compile_workers=compile_workers, seed=seed)
+        ev = LiveEvaluator(spec, problem, compile_workers=compile_workers, seed=seed, shared=True)
         fixed, default_cfg = spec.fixed_configs(), spec.default_config()
         toolchain = toolchain_key()
         exclude = None

@@ -185,55 +185,134 @@ class Compiler:
         self._pool = None
 
 
+_SHARED: dict[str, Any] = {}
+
+
+def shared_processes(compile_workers: int | None = None) -> tuple["BenchWorker", "Compiler"]:
+    """One benchmark worker and one compile pool per process, kept across shapes and kernels
+    (starting them costs seconds: a CUDA context each). Closed at exit."""
+    if "worker" not in _SHARED:
+        import atexit
+
+        _SHARED["worker"] = BenchWorker()
+        _SHARED["compiler"] = Compiler(compile_workers)
+        atexit.register(close_shared)
+    return _SHARED["worker"], _SHARED["compiler"]
+
+
+def close_shared() -> None:
+    w, c = _SHARED.pop("worker", None), _SHARED.pop("compiler", None)
+    if w is not None:
+        w.close()
+    if c is not None:
+        c.shutdown()
+
+
+# A config whose first few timed runs are this much slower than the incumbent is not timed
+# further: it cannot win, and a full median would only cost benchmark time.
+EARLY_STOP = 0.25
+
+
+def should_stop_early(estimate_ms: float, incumbent_ms: float | None, threshold: float = EARLY_STOP) -> bool:
+    """Whether a config estimated at `estimate_ms` (median of a few runs) is clearly slower
+    than the incumbent. The threshold is far above the run-to-run noise we measured (a few %),
+    so the true best is never cut (tests/test_live_policy.py checks it on the bundled data)."""
+    return incumbent_ms is not None and estimate_ms > incumbent_ms * (1 + threshold)
+
+
 class LiveEvaluator(Evaluator):
-    """Measures configs of a built-in kernel on the local GPU."""
+    """Measures configs of a built-in kernel on the local GPU. Compilation of a batch runs in
+    the pool while the configs already compiled are benchmarked (overlap); a config clearly
+    slower than the best so far stops after a few runs (`should_stop_early`); NVML clock state
+    is read with every batch and throttled measurements are flagged. `timing` says where the
+    seconds went."""
 
     def __init__(self, kernel: Any, problem: Problem, *, compile_workers: int | None = None,
                  compile_timeout_s: float = 180.0, bench_timeout_s: float = 60.0, seed: int = 0,
                  target_ms: float = 25.0, min_reps: int = 5, max_reps: int = 100,
-                 worker: BenchWorker | None = None, compiler: Compiler | None = None):
+                 worker: BenchWorker | None = None, compiler: Compiler | None = None,
+                 shared: bool = False, early_stop: bool = True):
         from .. import kernels
+        from .clocks import Clocks
 
+        t0 = time.perf_counter()
         self.spec = kernels.get(kernel) if isinstance(kernel, str) else kernel
         self.problem = problem
         self.space: Space = self.spec.space()
         self.clock = 0.0
         self.bench_timeout_s = bench_timeout_s
         self.opts = {"target_ms": target_ms, "min_reps": min_reps, "max_reps": max_reps}
+        if shared and worker is None and compiler is None:
+            worker, compiler = shared_processes(compile_workers)
+            self._own_worker = self._own_compiler = False
+        else:
+            self._own_worker, self._own_compiler = worker is None, compiler is None
         self.worker = worker or BenchWorker()
-        self._own_worker = worker is None
         self.compiler = compiler or Compiler(compile_workers, compile_timeout_s)
-        self._own_compiler = compiler is None
+        self.early_stop = early_stop
+        self.incumbent_ms: float | None = None
+        self.timing: dict[str, float] = {}
+        self.clocks = Clocks()
+        self.clock_log: list[dict[str, Any]] = []
         self.device = self.worker.request({"op": "setup", "kernel": self.spec.name,
                                            "problem": problem.to_dict(), "seed": seed},
                                           timeout=600).get("device", "")
+        self._add("setup", t0)
+
+    def _add(self, phase: str, t0: float) -> float:
+        dt = time.perf_counter() - t0
+        self.timing[phase] = self.timing.get(phase, 0.0) + dt
+        return dt
 
     def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
         t0 = time.perf_counter()
-        compiled = self.compiler.compile(self.spec.name, configs, self.problem)
-        out = []
-        for cfg, comp in zip(configs, compiled):
-            out.append(self._bench_one(dict(cfg), comp))
-        self.clock += time.perf_counter() - t0
-        return out
+        state = self.clocks.read()
+        out: list[Measurement | None] = [None] * len(configs)
+        bench_s = [0.0]
+
+        def on_done(i: int, comp: dict) -> None:  # benchmark while the rest still compile
+            b0 = time.perf_counter()
+            out[i] = self._bench_one(dict(configs[i]), comp, state)
+            bench_s[0] += self._add("bench", b0)
+        self.compiler.compile(self.spec.name, configs, self.problem, on_done=on_done)
+        for i, m in enumerate(out):
+            if m is None:  # compile timed out: no callback came
+                out[i] = Measurement(dict(configs[i]), "timeout", error="compile did not finish")
+        total = time.perf_counter() - t0
+        self.timing["compile_wait"] = self.timing.get("compile_wait", 0.0) + total - bench_s[0]
+        self.clock += total
+        if state is not None:
+            self.clock_log.append(state.to_dict())
+        return out  # type: ignore[return-value]
 
     def bench_compiled(self, cfg: dict, comp: dict) -> Measurement:
         """Benchmark one config whose compile result is `comp` (a sweep compiles everything first)."""
         return self._bench_one(cfg, comp)
 
-    def _bench_one(self, cfg: dict, comp: dict) -> Measurement:
+    def _bench_one(self, cfg: dict, comp: dict, state: Any = None) -> Measurement:
         static = {k: comp.get(k) for k in ("registers", "spills", "smem_bytes")}
         base = dict(config=cfg, compile_s=float(comp.get("compile_s", 0.0)), **static)
         if comp["status"] != "ok":
             return Measurement(status=comp["status"], error=comp.get("error", ""), **base)
+        opts = dict(self.opts)
+        if self.early_stop and self.incumbent_ms is not None:
+            opts["stop_above_ms"] = self.incumbent_ms * (1 + EARLY_STOP)
         try:
-            r = self.worker.request({"op": "bench", "config": cfg, "opts": self.opts}, self.bench_timeout_s)
+            r = self.worker.request({"op": "bench", "config": cfg, "opts": opts}, self.bench_timeout_s)
         except WorkerLost as e:
             return Measurement(status=e.status, error=e.error, bench_s=self.bench_timeout_s, **base)
         extra: dict[str, Any] = {}
         if r.get("rel_err") is not None:
             extra["rel_err"] = r["rel_err"]
+        if r.get("early_stop"):
+            extra["early_stop"] = True
+        if state is not None:
+            extra["sm_mhz"] = state.sm_mhz
+            if state.throttled:
+                extra["throttled"] = list(state.throttle)
         ok = r.get("status") == "ok"
+        if ok and not r.get("early_stop") and (self.incumbent_ms is None or r["time_ms"] < self.incumbent_ms):
+            self.incumbent_ms = r["time_ms"]
         ff, fb = self.problem.roofline(r.get("time_ms")) if ok else (None, None)
         return Measurement(status=r.get("status", "runtime_error"), time_ms=r.get("time_ms"),
                            samples_ms=r.get("samples_ms", []), bench_s=float(r.get("bench_s", 0.0)),

@@ -154,7 +154,7 @@ class _Bench:
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
     def bench(self, config: dict | None, target_ms: float = 25.0, min_reps: int = 5,
-              max_reps: int = 100, check: bool = True) -> dict[str, Any]:
+              max_reps: int = 100, check: bool = True, stop_above_ms: float | None = None) -> dict[str, Any]:
         torch = self.torch
         t_start = time.perf_counter()
         if config is None:  # the torch reference implementation (cuBLAS for matmul)
@@ -175,7 +175,13 @@ class _Bench:
                     res.update(status="wrong_result", error=f"relative error {rel:.3g} above tolerance",
                                bench_s=time.perf_counter() - t_start)
                     return res
-            est = statistics.median(self._time(fn, 3))
+            first = self._time(fn, 3)
+            est = statistics.median(first)
+            if stop_above_ms is not None and est > stop_above_ms:
+                # clearly slower than the incumbent: a full median would decide nothing
+                res.update(status="ok", samples_ms=first, time_ms=est, early_stop=True,
+                           bench_s=time.perf_counter() - t_start)
+                return res
             reps = int(min(max_reps, max(min_reps, target_ms / max(est, 1e-4))))
             samples = self._time(fn, reps)
             res.update(status="ok", samples_ms=samples, time_ms=statistics.median(samples))

@@ -532,6 +532,7 @@ class _Engine:
                              ids=[m.id for m in rm], time_ms=[m.time_ms for m in rm],
                              reason="close call: incumbent and candidate re-measured, interleaved")
         winners: list[_Test] = []
+        significant = False  # a win beyond noise: only that keeps the local search going
         for t in tests:
             v = led.record(t.theory, t.config, inc, confirmed=t is confirmed)
             self.ctx.log("verdict", **v.to_dict())
@@ -541,10 +542,10 @@ class _Engine:
             faster = led.estimate(t.config) < led.estimate(inc)
             if v.outcome == "supported" or (faster and (t is confirmed or led.deterministic)):
                 winners.append(t)
+            significant |= v.outcome == "supported"
+        self.stale = 0 if significant else self.stale + len(tests)
         if not winners:
-            self.stale += len(tests)
             return
-        self.stale = 0
         best = min(winners, key=lambda t: led.estimate(t.config))
         self._compose(inc, [t for t in winners if t is not best], best)
         self.ctx.log("move", from_config=inc, to_config=best.config, theory=best.theory,
