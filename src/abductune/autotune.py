@@ -350,6 +350,10 @@ def _pool() -> Any:
 
 
 def _parallel_warm(target: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Callable[[list[Config]], None] | None:
+    """A `warm(configs)` that hands each config to a compile worker and returns at once: the
+    measuring loop goes on in this process, and each config's first launch finds Triton's
+    cache filled by a worker, or compiles it here if the worker is not done (so a pool that
+    is still starting never makes the first call slower than compiling serially)."""
     try:
         a = [_encode(x) for x in args]
         kw = {k: _encode(v) for k, v in kwargs.items() if k not in _LAUNCH_KW}
@@ -357,13 +361,13 @@ def _parallel_warm(target: str, args: Sequence[Any], kwargs: Mapping[str, Any]) 
         log.info("compiling serially: %s", e)
         return None
 
+    def done(f: Any) -> None:
+        if f.exception() is not None:  # the config's own launch reports the error
+            log.debug("compile worker: %s", f.exception())
+
     def warm(configs: list[Config]) -> None:
-        futures = [_pool().submit(_warm_worker, target, a, kw, launch_kwargs(c)) for c in configs]
-        for f in futures:
-            try:
-                f.result(timeout=600)
-            except Exception as e:  # noqa: BLE001 - the config's own launch reports the error
-                log.debug("compile worker: %s: %s", type(e).__name__, e)
+        for c in configs:
+            _pool().submit(_warm_worker, target, a, kw, launch_kwargs(c)).add_done_callback(done)
     return warm
 
 

@@ -98,7 +98,8 @@ def seed_list(problem: Any, space: Any, default_cfg: dict, extra: list[dict] | N
 def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "pattern", budget: Budget | None = None,
              seed: int = 0, mode: str = "auto", seeds: list[dict] | None = None, heuristics: bool = True,
              database: Any = None, store: Any = None, compile_workers: int | None = None,
-             options: dict[str, Any] | None = None,
+             options: dict[str, Any] | None = None, live_options: dict[str, Any] | None = None,
+             exclude: Any = None,
              on_batch: Callable[[list[Measurement]], None] | None = None) -> TuneOutcome:
     """Tune one (kernel, shape). mode: 'live', 'replay' or 'auto' (live when a GPU is present).
     `store`: a Store (or path); replay uses a private in-memory store when none is given."""
@@ -130,10 +131,11 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "pattern", bu
 
         spec = kernels.get(kernel)
         problem = spec.problem(dims, local_hardware())
-        ev = LiveEvaluator(spec, problem, compile_workers=compile_workers, seed=seed, shared=True)
+        ev = LiveEvaluator(spec, problem, compile_workers=compile_workers, seed=seed,
+                           **{"shared": True, **(live_options or {})})
         fixed, default_cfg = spec.fixed_configs(), spec.default_config()
         toolchain = toolchain_key()
-        exclude = None
+        # `exclude`: a benchmark on shapes the packaged knowledge was learned from leaves it out
     try:
         all_seeds, fired = seed_list(problem, ev.space, default_cfg, seeds, heuristics, database, exclude)
         with Session(ev, strategy=strategy, seed=seed, options=options, budget=budget, seeds=all_seeds,

@@ -214,7 +214,8 @@ class _Engine:
         self.diag_cache: dict[tuple, Diagnosis] = {}
         self.move_tally: dict[frozenset, list[int]] = {}  # move -> [supported, refuted]
         self._pending_trials: dict[tuple, Any] = {}
-        self._valid_X: np.ndarray | None = None  # config key -> the TPE trial that proposed it
+        self._valid_X: np.ndarray | None = None
+        self._model_cache: tuple[int, Additive] | None = None  # config key -> the TPE trial that proposed it
         self._imp: dict[str, float] = {}
         self._inter: dict[tuple[str, str], float] = {}
 
@@ -340,18 +341,20 @@ class _Engine:
         if self.inc is not None:
             while self.queue and len(tests) < b:
                 take(self.queue.pop(0))
-            for t in self._hypotheses(self.inc):
-                if len(tests) >= b:
-                    break
-                take(t)
-            stalled = self.stale >= self.patience
-            mix = self.generic and self.s.tpe_every and self.batches % self.s.tpe_every == 0
-            n_tpe = b - len(tests) if stalled else (1 if mix and len(tests) < b else 0)
-            if self.generic and not stalled:
-                n_model = min(self.s.model_slots, b - n_tpe - len(tests))
-                tests += self._model_tests(n_model, taken)
-            if len(tests) < b - n_tpe:
-                for t in self._local(self.inc):
+            hyps = self._hypotheses(self.inc)
+            if self.stale >= self.patience:  # stalled: only a theory that still expects a gain
+                for t in hyps:
+                    if len(tests) < b and t.gain > 0:
+                        take(t)
+                n_tpe = b - len(tests)
+            else:
+                mix = self.generic and self.s.tpe_every and self.batches % self.s.tpe_every == 0
+                n_tpe = 1 if mix and len(tests) < b else 0
+                if self.generic:
+                    tests += self._model_tests(min(self.s.model_slots, b - n_tpe - len(tests)), taken)
+                # theory hypotheses and finishing moves compete on one scale: log expected speed-up
+                pool = sorted(hyps + self._local(self.inc), key=lambda t: -t.gain)  # stable: theories first
+                for t in pool:
                     if len(tests) >= b - n_tpe:
                         break
                     take(t)
@@ -412,6 +415,13 @@ class _Engine:
         return 1.0 if t is None else (t[0] + 1.0) / (t[0] + t[1] + 2.0) * 2.0
 
     def _model(self) -> Additive:
+        if self._model_cache is not None and self._model_cache[0] == len(self.measured):
+            return self._model_cache[1]
+        model = self._fit_model()
+        self._model_cache = (len(self.measured), model)
+        return model
+
+    def _fit_model(self) -> Additive:
         ok = [(m.config, math.log(m.time_ms)) for m in self.measured if m.ok]  # type: ignore[arg-type]
         if ok:  # failures sit a doubling above the slowest success, so the model avoids them
             worst = max(t for _, t in ok) + math.log(2.0)
@@ -519,11 +529,11 @@ class _Engine:
             return
         outcomes = {id(t): led.compare(t.config, inc)[0] for t in tests}
         close = [t for t in tests if led.needs_confirmation(t.config, inc)]
-        supported = [t for t in tests if outcomes[id(t)] == "supported"]
+        sure = [t for t in tests if outcomes[id(t)] == "supported" and t not in close]
         confirmed: _Test | None = None
-        if close:
+        if close:  # confirm the most promising doubtful win, unless a sure win beats it anyway
             c = min(close, key=lambda t: led.estimate(t.config))
-            if not supported or led.estimate(c.config) < min(led.estimate(t.config) for t in supported):
+            if not sure or led.estimate(c.config) < min(led.estimate(t.config) for t in sure):
                 confirmed = c
                 rm = yield self.ctx.remeasure([inc, c.config])
                 for m in rm:

@@ -10,6 +10,8 @@ times against a noise threshold:
                (the engine asks for it; this module only says when it is needed) -- unless
                earlier re-measurements reproduced their times exactly (a deterministic
                evaluator: a replay without noise), when a faster time is simply faster.
+               While nothing says how noisy the times are (one sample each, no repeats yet),
+               every apparent win is confirmed this way, which also measures the noise.
 
 The threshold is `confidence` standard errors of the log-time difference, never below `floor`.
 Each config's standard error is the larger of what its own samples say (robust spread of the
@@ -213,10 +215,20 @@ class Ledger:
             return "refuted", r, thr
         return "close", r, thr
 
+    def noise_known(self, a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+        """Whether anything measured says how noisy a and b are: their own samples, or repeats."""
+        if self.repeat_noise() is not None:
+            return True
+        return any(o is not None and o.sample_se for o in (self._obs.get(self.key(a)), self._obs.get(self.key(b))))
+
     def needs_confirmation(self, candidate: Mapping[str, Any], incumbent: Mapping[str, Any]) -> bool:
-        """A close call the candidate seems to win: re-measure both before moving."""
+        """Re-measure both before moving: a close call the candidate seems to win, or any win
+        while nothing measured says how noisy the times are (single samples, no repeats yet:
+        one look proves nothing). Never when repeats have proven the evaluator deterministic."""
         outcome, r, _t = self.compare(candidate, incumbent)
-        return outcome == "close" and r < 1.0 and not self.deterministic
+        if outcome == "failed" or r >= 1.0 or self.deterministic:
+            return False
+        return outcome == "close" or not self.noise_known(candidate, incumbent)
 
     def record(self, theory: str, candidate: Mapping[str, Any], incumbent: Mapping[str, Any],
                confirmed: bool = False) -> Verdict:

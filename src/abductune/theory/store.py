@@ -392,7 +392,7 @@ class TheoryBook:
                  held_out: Mapping[str, Iterable[TheoryRule]] | None = None):
         self.rules: dict[tuple[str, str, str, str], TheoryRule] = {r.key: r for r in rules}
         self.meta = dict(meta or {})
-        # problem key -> the rules learned without that problem (leave-one-shape-out), for the
+        # shape_id -> the rules learned without that problem (leave-one-shape-out), for the
         # problems the book was learned from: a replay of one of them uses these
         self.held_out: dict[str, TheoryBook] = {k: TheoryBook(v) for k, v in (held_out or {}).items()}
 
@@ -505,10 +505,16 @@ def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
     they came from, so no prediction is scored with its own answer."""
     book = book if book is not None else packaged_book()
     if exclude is not None and any(r.learned_from_problem(exclude) for _, r in book.candidates(problem, space)):
-        held = book.held_out.get(exclude.key())
+        held = book.held_out.get(shape_id(exclude))
         book = held if held is not None else learn(bundled_observations(), exclude=exclude,
                                                    only=classify(problem, space))
     return book.predict(problem, space, exclude=exclude)
+
+
+def shape_id(problem: Problem) -> str:
+    """Kernel and dims: what 'the same shape' means for leave-one-shape-out (a changed kernel
+    source hash does not make a recorded shape new)."""
+    return problem.kernel + ":" + ",".join(f"{k}={v}" for k, v in sorted(problem.dims.items()))
 
 
 def learn_with_held_out(observations: Sequence[Any], meta: Mapping[str, Any] | None = None) -> TheoryBook:
@@ -518,5 +524,5 @@ def learn_with_held_out(observations: Sequence[Any], meta: Mapping[str, Any] | N
     book.meta = dict(meta or {})
     for o in observations:
         held = learn(observations, exclude=o.problem, only=o.classification())
-        book.held_out[o.problem.key()] = held
+        book.held_out[shape_id(o.problem)] = held
     return book
