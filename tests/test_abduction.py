@@ -12,7 +12,7 @@ from abductune.datasets.format import read_dataset
 from abductune.errors import AbductuneError
 from abductune.evaluate import compare_on_dataset
 from abductune.measure.replay import NoiseModel, ReplayEvaluator
-from abductune.search import Budget, make_strategy, run
+from abductune.search import Budget, Strategy, make_strategy, run
 from abductune.search.abduction import Additive, latin_hypercube
 from abductune.session import Session
 from abductune.tune import seed_list
@@ -77,7 +77,7 @@ def test_ends_only_when_the_whole_space_is_measured():
 
 def test_bad_options_are_rejected():
     for opts in ({"batch": 0}, {"batch": 9}, {"confidence": 0}, {"noise_floor": 0.9}, {"startup": -1},
-                 {"patience": 0}, {"tpe_every": -1}, {"model_slots": 9}):
+                 {"patience": 0}, {"tpe_slots": 9}, {"model_slots": 9}):
         with pytest.raises(AbductuneError, match=next(iter(opts))):
             make_strategy("abduction", **opts)
 
@@ -185,15 +185,32 @@ def test_local_searches_restart_and_spend_the_whole_budget(name):
     assert [m.config for m in other.history] != [m.config for m in res.history]
 
 
-def test_restarts_start_from_the_other_seeds_first():
+class Recorded(Strategy):
+    """Records every batch the wrapped strategy proposes (memo answers included)."""
+
+    def __init__(self, inner: Strategy):
+        self.inner, self.seed, self.name, self.batches = inner, inner.seed, inner.name, []
+
+    def propose(self, ctx):
+        gen, ms = self.inner.propose(ctx), None
+        while True:
+            try:
+                batch = next(gen) if ms is None else gen.send(ms)
+            except StopIteration:
+                return
+            self.batches.append([dict(c) for c in batch])
+            ms = yield batch
+
+
+@pytest.mark.parametrize("name", ["coordesc", "pattern"])
+def test_restarts_start_from_the_other_seeds_first(name):
     seeds = [{"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 2, "num_stages": 1},
              {"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 8, "num_stages": 1}]
-    ev = FakeEvaluator(SPACE)
-    res = run(make_strategy("pattern", restarts=True), ev, Budget(evaluations=400), seeds=seeds)
-    calls = [SPACE.key(c) for c in ev.calls]
-    # the second seed is re-proposed (free) as a restart point before any random one
-    restarts = [i for i, k in enumerate(calls) if k == SPACE.key(seeds[1])]
-    assert len(restarts) >= 2 and res.evaluations == 400
+    rec = Recorded(make_strategy(name, restarts=True))
+    res = run(rec, FakeEvaluator(SPACE), Budget(evaluations=400), seeds=seeds)
+    starts = [b[0] for b in rec.batches if len(b) == 1 and b[0] in seeds]
+    assert len(starts) == 2 and starts[0] != starts[1]  # one descent from each seed
+    assert res.evaluations == 400
 
 
 def test_seeded_tpe_keeps_its_random_startup_trials_and_uses_the_whole_budget():

@@ -22,9 +22,22 @@ kernels = pytest.importorskip("abductune.kernels")
 class FakeCompiler:
     """Finishes compiles in reverse order, calling on_done as each one ends."""
 
-    def __init__(self, log: list):
+    _pool = object()  # "started": no warm-up
+
+    def __init__(self, log: list, workers: int = 0):
         self.log = log
         self.compiled: list[tuple] = []
+        self.workers = workers
+        self.prefetched: set = set()
+        self.prefetch_calls: list[list] = []
+
+    def idle(self) -> int:
+        return self.workers
+
+    def prefetch(self, kernel_name, configs, problem):
+        self.prefetch_calls.append([dict(c) for c in configs])
+        self.prefetched |= {repr(sorted(c.items())) for c in configs}
+        return len(configs)
 
     def compile(self, kernel_name, configs, problem, on_done=None):
         results = [None] * len(configs)
@@ -83,6 +96,22 @@ def test_results_come_back_in_order_and_benchmarks_overlap_compiles():
     # the first benchmark ran before the last compile ended: overlap, not compile-all-then-bench
     assert kinds.index("bench") < len(kinds) - 1 - kinds[::-1].index("compiled")
     assert set(ev.timing) >= {"setup", "bench", "compile_wait"}
+
+
+def test_idle_workers_prefetch_neighbours_and_baselines_are_hinted():
+    log: list = []
+    ev = make_evaluator(log)
+    ev.compiler.workers = 16
+    cfg = ev.space.default()
+    ev.evaluate([cfg])
+    [pre] = ev.compiler.prefetch_calls
+    assert pre and all(c != cfg and ev.space.is_valid(c) for c in pre)
+    assert all(sum(c[k] != cfg[k] for k in cfg) >= 1 for c in pre)  # neighbours, not the config itself
+    ev.evaluate([cfg])  # nothing new to prefetch twice
+    assert all(repr(sorted(c.items())) in ev.compiler.prefetched for c in pre)
+    with Session(ev, strategy="random", budget=Budget(2)) as s:
+        s.run(baselines={"fixed": [ev.space.valid_configs()[-1]]})
+    assert any(ev.space.valid_configs()[-1] in call for call in ev.compiler.prefetch_calls)
 
 
 def test_a_session_never_compiles_a_config_twice():

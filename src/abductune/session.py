@@ -239,6 +239,9 @@ class Session:
         if last is not None:
             log.info("%s: resuming run %d (%d evaluations already spent, %s left)", self.problem.kernel,
                      last.id, spent, remaining.evaluations)
+        hint = [dict(c) for cs in (baselines or {}).values() for c in cs]
+        if hint:
+            self.evaluator.prefetch_hint([c for c in hint if self.space.is_valid(c)])
         try:
             t0 = time.perf_counter()
             res = run(self.strategy, self.evaluator, remaining, self.seeds, memo, self.batch_size, on_batch,

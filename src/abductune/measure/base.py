@@ -26,5 +26,8 @@ class Evaluator(ABC):
         can: the fresh rows a confirmation or a final run-off needs. Default: evaluate again."""
         return self.evaluate(configs)
 
+    def prefetch_hint(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        """Configs that will be asked for later: an evaluator that compiles may start now."""
+
     def close(self) -> None:
         """Release workers or devices (no-op by default)."""

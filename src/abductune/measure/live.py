@@ -117,10 +117,45 @@ class BenchWorker:
 class Compiler:
     """Parallel compile-only pool (spawn). Hung compiles time out; the pool is then rebuilt."""
 
-    def __init__(self, workers: int | None = None, timeout_s: float = 180.0):
+    def __init__(self, workers: int | None = None, timeout_s: float = 180.0, facts: str = "ptxas"):
         self.workers = workers or max(1, (os.cpu_count() or 2))
         self.timeout_s = timeout_s
         self._pool: cf.ProcessPoolExecutor | None = None
+        # "ptxas": spills as ptxas spill-store bytes (a second ptxas run per config, what the
+        # datasets record); "triton": Triton's own count, free (what a tune needs to decide)
+        self.facts = facts
+        self._prefetch: list[cf.Future] = []
+        self.prefetched: set[str] = set()
+
+    def warm(self) -> None:
+        """Start every worker now (importing torch and triton, creating a CUDA context), so the
+        pool's start-up overlaps the benchmark worker's instead of delaying the first batch."""
+        from .worker import warm_task
+
+        pool = self._get_pool()
+        self._prefetch += [pool.submit(warm_task) for _ in range(self.workers)]
+
+    def idle(self) -> int:
+        """Workers not busy with prefetches (a rough count: the pool does not say)."""
+        self._prefetch = [f for f in self._prefetch if not f.done()]
+        return max(0, self.workers - len(self._prefetch))
+
+    def prefetch(self, kernel_name: str, configs: Sequence[Mapping[str, Any]], problem: Problem) -> int:
+        """Compile configs in the background (results go to Triton's cache only), so a later
+        `compile` of them is a cache hit: the search proposes ahead while the GPU measures."""
+        from .worker import compile_task
+
+        pool = self._get_pool()
+        pd = problem.to_dict()
+        n = 0
+        for c in configs:
+            key = repr(sorted(c.items()))
+            if key in self.prefetched:
+                continue
+            self.prefetched.add(key)
+            self._prefetch.append(pool.submit(compile_task, kernel_name, dict(c), pd, "none"))
+            n += 1
+        return n
 
     def _get_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
@@ -137,7 +172,7 @@ class Compiler:
         self._fit_workers(problem)
         pool = self._get_pool()
         pd = problem.to_dict()
-        futs = {pool.submit(compile_task, kernel_name, dict(c), pd): i for i, c in enumerate(configs)}
+        futs = {pool.submit(compile_task, kernel_name, dict(c), pd, self.facts): i for i, c in enumerate(configs)}
         results: list[dict | None] = [None] * len(configs)
         # every config gets timeout_s once a worker is free for it
         deadline = time.monotonic() + self.timeout_s * math.ceil(len(configs) / self.workers) + 30
@@ -176,6 +211,7 @@ class Compiler:
             self.workers = fit
 
     def shutdown(self, kill: bool = False) -> None:
+        self._prefetch = []
         if self._pool is None:
             return
         if kill:
@@ -231,7 +267,8 @@ class LiveEvaluator(Evaluator):
                  compile_timeout_s: float = 180.0, bench_timeout_s: float = 60.0, seed: int = 0,
                  target_ms: float = 25.0, min_reps: int = 5, max_reps: int = 100,
                  worker: BenchWorker | None = None, compiler: Compiler | None = None,
-                 shared: bool = False, early_stop: bool = True, overlap: bool = True):
+                 shared: bool = False, early_stop: bool = True, overlap: bool = True,
+                 prefetch: int = 8):
         from .. import kernels
         from .clocks import Clocks
 
@@ -248,7 +285,11 @@ class LiveEvaluator(Evaluator):
         else:
             self._own_worker, self._own_compiler = worker is None, compiler is None
         self.worker = worker or BenchWorker()
-        self.compiler = compiler or Compiler(compile_workers, compile_timeout_s)
+        self.compiler = compiler or Compiler(compile_workers, compile_timeout_s,
+                                             facts="triton" if early_stop else "ptxas")
+        if self.compiler._pool is None:
+            self.compiler.warm()  # pool start-up overlaps the worker's setup below
+        self.prefetch = prefetch
         self.early_stop = early_stop
         self.overlap = overlap
         self.incumbent_ms: float | None = None
@@ -275,6 +316,8 @@ class LiveEvaluator(Evaluator):
             b0 = time.perf_counter()
             out[i] = self._bench_one(dict(configs[i]), comp, state)
             bench_s[0] += self._add("bench", b0)
+        if self.prefetch and self.overlap:
+            self._prefetch_around(configs)
         if self.overlap:
             self.compiler.compile(self.spec.name, configs, self.problem, on_done=on_done)
         else:  # the old way, kept to measure what overlap buys: compile all, then time all
@@ -289,6 +332,27 @@ class LiveEvaluator(Evaluator):
         if state is not None:
             self.clock_log.append(state.to_dict())
         return out  # type: ignore[return-value]
+
+    def prefetch_hint(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        """Configs the caller will ask for later (the baselines): compile them in the background."""
+        if self.prefetch:
+            self.compiler.prefetch(self.spec.name, [dict(c) for c in configs], self.problem)
+
+    def _prefetch_around(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        """Idle compile workers warm Triton's cache with the configs a local search is likely
+        to ask for next: the single-parameter neighbours of this batch."""
+        room = min(self.prefetch, max(0, self.compiler.idle() - len(configs)))
+        if room <= 0:
+            return
+        cands: list[dict] = []
+        asked = {repr(sorted(dict(c).items())) for c in configs}
+        for c in configs:
+            for n in self.space.neighbours(c, 1):
+                k = repr(sorted(n.items()))
+                if k not in asked and k not in self.compiler.prefetched:
+                    asked.add(k)
+                    cands.append(n)
+        self.compiler.prefetch(self.spec.name, cands[:room], self.problem)
 
     def bench_compiled(self, cfg: dict, comp: dict) -> Measurement:
         """Benchmark one config whose compile result is `comp` (a sweep compiles everything first)."""

@@ -57,9 +57,19 @@ def _init_compile_worker() -> None:
     JITFunction.run = run_compile_only  # type: ignore[method-assign]
 
 
-def compile_task(kernel_name: str, config: dict, problem_dict: dict) -> dict[str, Any]:
+def warm_task() -> bool:
+    """Start-up work of a compile worker, done before the first real compile."""
+    import torch
+
+    torch.cuda.init()
+    return True
+
+
+def compile_task(kernel_name: str, config: dict, problem_dict: dict, facts: str = "ptxas") -> dict[str, Any]:
     """Compile one config for the problem's specialisation on this GPU (fills Triton's cache)
-    and read its static facts. Runs in a pool process started with `_init_compile_worker`."""
+    and read its static facts. Runs in a pool process started with `_init_compile_worker`.
+    `facts`: "ptxas" (spill-store bytes from a second ptxas run, as datasets record them),
+    "triton" (Triton's own spill count, free), "none" (a prefetch: the cache is the point)."""
     import torch
 
     from .. import kernels
@@ -82,19 +92,26 @@ def compile_task(kernel_name: str, config: dict, problem_dict: dict) -> dict[str
         spec.launch(config, inputs, out)
         k = _COMPILE_STATE["kernel"]
         res: dict[str, Any] = {"status": "ok", "compile_s": time.perf_counter() - t0}
+        if k is not None and facts == "none":
+            return res
         if k is not None:
             k._init_handles()  # loads the module: raises OutOfResources if it cannot fit
             res.update(registers=int(getattr(k, "n_regs", 0) or 0),
                        smem_bytes=int(getattr(k.metadata, "shared", 0) or 0))
+        if k is not None and facts == "triton":
+            res["spills"] = int(getattr(k, "n_spills", 0) or 0) * 4  # local memory words -> bytes
+            res["spills_source"] = "triton"
+            return res
+        if k is not None:
             # spills as the static evaluator reports them (ptxas spill-store bytes), not
             # Triton's n_spills (local memory / 4), so live and static facts agree
             try:
                 from .static import run_ptxas
 
                 cap = torch.cuda.get_device_capability()
-                facts = run_ptxas(k.asm["ptx"], cap[0] * 10 + cap[1], timeout_s=60)
-                res["spills"] = facts.get("spill_stores")
-                res["stack_bytes"] = facts.get("stack_bytes")
+                pf = run_ptxas(k.asm["ptx"], cap[0] * 10 + cap[1], timeout_s=60)
+                res["spills"] = pf.get("spill_stores")
+                res["stack_bytes"] = pf.get("stack_bytes")
             except Exception as e:  # noqa: BLE001 - facts are optional
                 res["spills"] = None
                 res["ptxas_error"] = str(e)[-300:]

@@ -84,14 +84,14 @@ class Abduction(Strategy):
 
     def __init__(self, seed: int = 0, batch: int = 3, confidence: float = CONFIDENCE,
                  noise_floor: float = NOISE_FLOOR, startup: int | None = None, patience: int | None = None,
-                 tpe_every: int = 1, model_slots: int = 1, **options: Any):
+                 tpe_slots: int = 1, model_slots: int = 0, **options: Any):
         super().__init__(seed, **options)
         self.batch = opt.integer(self.name, "batch", batch, 1, 8)
         self.confidence = opt.number(self.name, "confidence", confidence, 0.1, 10)
         self.noise_floor = opt.number(self.name, "noise_floor", noise_floor, 0, 0.5)
         self.startup = None if startup is None else opt.integer(self.name, "startup", startup, 0)
         self.patience = None if patience is None else opt.integer(self.name, "patience", patience, 1)
-        self.tpe_every = opt.integer(self.name, "tpe_every", tpe_every, 0)
+        self.tpe_slots = opt.integer(self.name, "tpe_slots", tpe_slots, 0, 8)
         self.model_slots = opt.integer(self.name, "model_slots", model_slots, 0, 8)
 
     def propose(self, ctx: SearchContext) -> Proposals:
@@ -208,6 +208,10 @@ class _Engine:
         self.stale = 0  # local tests since the last win
         self.batches = 0
         self.tpe: TPEModel | None = None
+        # What TPE is told: seeds, the space-filling start, its own proposals and every
+        # incumbent -- not the local moves around an incumbent, whose dense cluster would make
+        # the incumbent's basin TPE's whole "good" set and keep the fallback inside it.
+        self.tpe_pool: list[Measurement] = []
         free = sum(len(p.values) > 1 for p in self.space.params)
         self.patience = strategy.patience or max(8, 2 * free)
         self.startup = strategy.startup if strategy.startup is not None else min(10, max(4, free))
@@ -229,8 +233,15 @@ class _Engine:
                 continue  # a memo answer for a config seen before
             self.ledger.observe(m)
             self.measured.append(m)
-            if self.tpe is not None:
-                self.tpe.add(m)
+
+    def _pool(self, cfg: Config) -> None:
+        """Let TPE know this config's first measurement (see `tpe_pool`)."""
+        m = self.ctx.known(cfg)
+        if m is None:
+            return
+        self.tpe_pool.append(m)
+        if self.tpe is not None:
+            self.tpe.add(m)
 
     def _all_measured(self) -> bool:
         return all(self.known(c) for c in self.space.valid_configs())
@@ -260,6 +271,8 @@ class _Engine:
             ctx.log("observe", id=m.id, config=m.config, status=str(m.status), time_ms=m.time_ms,
                     source=sources.get(self.space.key(m.config), "seed"))
         self._note(ctx.history)
+        for m in ctx.history:
+            self._pool(m.config)
         self.inc = self._best()
         self.generic = not self._can_explain()
         if self.generic:
@@ -348,8 +361,7 @@ class _Engine:
                         take(t)
                 n_tpe = b - len(tests)
             else:
-                mix = self.generic and self.s.tpe_every and self.batches % self.s.tpe_every == 0
-                n_tpe = 1 if mix and len(tests) < b else 0
+                n_tpe = min(self.s.tpe_slots, b - len(tests)) if self.generic else 0
                 if self.generic:
                     tests += self._model_tests(min(self.s.model_slots, b - n_tpe - len(tests)), taken)
                 # theory hypotheses and finishing moves compete on one scale: log expected speed-up
@@ -483,7 +495,7 @@ class _Engine:
             return []
         if self.tpe is None:
             self.tpe = TPEModel(self.space, self.s.seed, n_startup_trials=0)
-            for m in self.measured:
+            for m in self.tpe_pool:
                 self.tpe.add(m)
         out: list[_Test] = []
         for _ in range(n):
@@ -515,6 +527,8 @@ class _Engine:
                 trial = self._pending_trials.pop(self.space.key(t.config), None)
                 if trial is not None:
                     self.tpe.tell([trial], [m])
+            if t.theory in (START, TPE_TEST):
+                self._pool(t.config)
 
     # -- judging
     def _judge(self, tests: Sequence[_Test]) -> Proposals:
@@ -562,6 +576,7 @@ class _Engine:
                      ids=led.ids(best.config) + led.ids(inc),
                      ratio=led.estimate(best.config) / led.estimate(inc))
         self.inc = dict(best.config)
+        self._pool(self.inc)
         self._observe(self.inc)
 
     def _compose(self, inc: Config, others: Sequence[_Test], best: _Test) -> None:
