@@ -97,7 +97,7 @@ def test_every_verdict_cites_stored_measurement_ids():
         assert v["ids"] and all(i in stored for i in v["ids"])
         assert {stored[i].config == v["candidate"] or stored[i].config == v["incumbent"] for i in v["ids"]} == {True}
         assert v["outcome"] in ("supported", "refuted", "neutral", "failed")
-    assert all(t.get("id") in stored or all(i in stored for i in t.get("ids", [])) for t in tests)
+    assert all(t["ids"] and all(i in stored for i in t["ids"]) for t in tests)
     for mv in moves[1:]:
         assert all(i in stored for i in mv["ids"])
     # the theories spoke: library theories were tested and at least one was supported

@@ -304,6 +304,8 @@ def test_user_mistakes_raise_clear_errors(tmp_path: Path):
         abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], bucket={"M": "pow2"})(sm.softmax_kernel)
     with pytest.raises(AbductuneError, match="'exact', 'pow2'"):
         abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], bucket="log")(sm.softmax_kernel)
+    with pytest.raises(AbductuneError, match="unknown strategy 'annealing'"):
+        abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], strategy="annealing")(sm.softmax_kernel)
     with pytest.raises(AbductuneError, match="on_miss"):
         abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], on_miss="later")(sm.softmax_kernel)
     with pytest.raises(AbductuneError, match="no parameter for"):

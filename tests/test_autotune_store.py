@@ -23,7 +23,7 @@ if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set be
 
     from autotune_kernels import matmul as mm
 
-    from abductune.autotune import Autotuner, _encode, _warm_worker, compile_plan, kernel_source_hash
+    from abductune.autotune import Autotuner, CompilePool, _encode, _warm_worker, compile_plan, kernel_source_hash
     from abductune.cli import main
     from abductune.store import Store
 
@@ -191,5 +191,15 @@ def test_parallel_compile_decision_and_worker(caplog):
     with pytest.raises(TypeError):
         _encode(object())
     cfg = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2, "num_warps": 2}
-    assert _warm_worker("autotune_kernels.matmul:matmul_kernel", [("__dtype__", "torch.float32")] * 3 + [16] * 9,
-                        {}, cfg) is None
+    args = [["__dtype__", "torch.float32"]] * 3 + [16] * 9  # as JSON carries them
+    assert _warm_worker("autotune_kernels.matmul:matmul_kernel", args, {}, cfg) is None
+    pool = CompilePool(1)  # a real worker process: imports the module, compiles, answers
+    try:
+        ok = pool.submit({"target": "autotune_kernels.matmul:matmul_kernel", "args": args, "kwargs": {},
+                          "config": cfg})
+        bad = pool.submit({"target": "autotune_kernels.nowhere:kernel", "args": [], "kwargs": {}, "config": {}})
+        assert ok.result(timeout=120) == {"ok": True}
+        got = bad.result(timeout=120)
+        assert got["ok"] is False and "nowhere" in got["error"]
+    finally:
+        pool.close()

@@ -142,7 +142,8 @@ def test_two_concurrent_tunes_measure_each_config_once(tmp_path: Path):
     with Store(path) as s:
         ctx = s.runs()[0].context
         counts = search_rows(s, ctx)
-        assert len(counts) == 40 and max(counts.values()) == 1  # nobody measured a config twice
+        # each run spends its own budget, but nobody measured a config twice
+        assert 40 <= len(counts) <= 80 and max(counts.values()) == 1
         assert [r.status for r in s.runs()] == ["done", "done"]
         winners = {int(o[0].split()[1]) for o in outs}
         assert len(winners) >= 1

@@ -147,7 +147,14 @@ def run_variant(kernel: str, variant: str, n_shapes: int) -> dict[str, Any]:
             new = [k for k in tuned.cache if k not in before]  # this shape's key (exact buckets)
             choice = tuned.cache[new[0]] if new else list(tuned.cache.values())[-1]
             winner = {k: v for k, v in choice.config.items() if v is not None}
-            extra = {"source": choice.source, "stats": dict(tuned.stats)}
+            extra = {"source": choice.source, "stats": dict(tuned.stats), "choice_ms": choice.time_ms}
+            if variant == "abductune_torch" and tuned.last_result is not None:  # why torch won or lost
+                from abductune.store import Store
+
+                with Store(os.environ["ABDUCTUNE_STORE"]) as st:
+                    stored = st.measurements(st.runs()[-1].context)
+                extra["impl_rows_ms"] = [m.time_ms for m in stored if "impl" in m.config]
+                extra["winner_ms"] = tuned.last_result.winner.time_ms if tuned.last_result.winner else None
         rows.append({"dims": case.dims, "cold_s": cold, "winner": winner, **extra})
         print(f"{variant:17s} {case.dims} cold {cold:7.2f}s winner {winner}", flush=True)
     return {"variant": variant, "kernel": kernel, "total_s": time.perf_counter() - t_all, "shapes": rows,

@@ -71,6 +71,21 @@ def triton_autotune_cold(spec, dims: dict[str, int]) -> tuple[float, dict]:
     return wall, pick
 
 
+def triton_autotune_cold_subprocess(spec_name: str, dims: dict[str, int]) -> tuple[float, dict]:
+    """The same in a fresh process with an empty cache: truly cold (an in-process JIT cache
+    would make every shape after the first a warm start). Process start-up is not counted."""
+    import subprocess
+
+    env = dict(os.environ, TRITON_CACHE_DIR=tempfile.mkdtemp(prefix="tc-"))
+    r = subprocess.run([sys.executable, __file__, "--autotune-child", spec_name, json.dumps(dims)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    line = [x for x in r.stdout.splitlines() if x.startswith("{")]
+    if r.returncode != 0 or not line:
+        raise RuntimeError(f"triton.autotune child failed: {r.stderr[-800:]}")
+    d = json.loads(line[-1])
+    return d["wall_s"], d["pick"]
+
+
 def parse_range(text: str, n: int) -> list[int]:
     out: list[int] = []
     for part in text.split(","):
@@ -91,8 +106,15 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=24)
     ap.add_argument("--deadline-s", type=float, default=540)
     ap.add_argument("--no-autotune", action="store_true")
+    ap.add_argument("--autotune-child", nargs=2, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     t_start = time.time()
+    if args.autotune_child:
+        from abductune import kernels
+
+        wall, pick = triton_autotune_cold(kernels.get(args.autotune_child[0]), json.loads(args.autotune_child[1]))
+        print(json.dumps({"wall_s": wall, "pick": pick}))
+        return
 
     from abductune import kernels
     from abductune.datasets.bundled import find_bundled
@@ -131,8 +153,7 @@ def main() -> None:
                 cfgs[name] = o.winner.config
             fixed_best = o.fixed_best
         if not args.no_autotune:
-            os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="tc-")
-            wall, pick = triton_autotune_cold(spec, dims)
+            wall, pick = triton_autotune_cold_subprocess(spec.name, dims)
             row["triton_autotune"] = {"wall_s": wall, "pick": pick}
             cfgs["triton_autotune"] = pick
         ds = read_dataset(find_bundled(spec.name, dims))

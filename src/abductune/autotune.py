@@ -313,7 +313,7 @@ def _encode(v: Any) -> Any:
 
 
 def _decode(v: Any) -> Any:
-    if isinstance(v, tuple) and len(v) == 2 and v[0] == "__dtype__":
+    if isinstance(v, (tuple, list)) and len(v) == 2 and v[0] == "__dtype__":  # JSON turns tuples to lists
         import torch
 
         return getattr(torch, v[1].replace("torch.", ""))
@@ -333,19 +333,112 @@ def _warm_worker(target: str, args: list[Any], kwargs: dict[str, Any], config: d
     obj.warmup(*[_decode(a) for a in args], grid=(1,), **{k: _decode(v) for k, v in kwargs.items()}, **config)
 
 
-_POOL: Any = None
+def compile_server() -> None:
+    """A compile worker's main loop: "ready" once Triton is imported, then one JSON job per
+    stdin line and one JSON answer per line. Started as `python -c` (not multiprocessing,
+    whose spawn would re-run the caller's unguarded script in every worker); anything the
+    compiler prints goes to stderr."""
+    import importlib
+    import json
+
+    importlib.import_module("triton")  # the slow part of starting, done before saying ready
+
+    answer = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    answer.write('{"ready": true}\n')
+    answer.flush()
+    for line in sys.stdin:
+        job = json.loads(line)
+        try:
+            _warm_worker(job["target"], job["args"], job["kwargs"], job["config"])
+            out: dict[str, Any] = {"ok": True}
+        except Exception as e:  # noqa: BLE001 - reported to the caller, who compiles it itself
+            out = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000]}
+        answer.write(json.dumps(out) + "\n")
+        answer.flush()
+
+
+class CompilePool:
+    """`workers` compile processes, started at once, fed from one queue; `submit(job)` returns
+    a Future at once; `ready` counts the workers that have finished starting."""
+
+    def __init__(self, workers: int):
+        import queue
+
+        self.jobs: Any = queue.Queue()
+        self.procs: list[Any] = []
+        self.ready = 0
+        self._lock = threading.Lock()
+        for i in range(workers):
+            threading.Thread(target=self._serve, name=f"abductune-compile-{i}", daemon=True).start()
+
+    def submit(self, job: Mapping[str, Any]) -> Any:
+        from concurrent.futures import Future
+
+        f: Any = Future()
+        self.jobs.put((dict(job), f))
+        return f
+
+    def _start(self) -> Any:
+        import subprocess
+
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        proc = subprocess.Popen([sys.executable, "-c", "from abductune.autotune import compile_server; "
+                                 "compile_server()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, env=env, text=True)
+        with self._lock:
+            self.procs.append(proc)
+        if not proc.stdout.readline():  # "ready", or the worker could not start
+            raise RuntimeError(f"compile worker exited ({proc.wait()})")
+        return proc
+
+    def _serve(self) -> None:
+        import json
+
+        try:
+            proc = self._start()
+        except Exception as e:  # noqa: BLE001 - without workers every config compiles in the caller
+            log.info("compile worker did not start: %s", e)
+            return
+        with self._lock:
+            self.ready += 1
+        while True:
+            job, f = self.jobs.get()
+            if not f.set_running_or_notify_cancel():
+                continue
+            try:
+                proc.stdin.write(json.dumps(job) + "\n")
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+                if not line:
+                    raise RuntimeError(f"compile worker exited ({proc.wait()})")
+                f.set_result(json.loads(line))
+            except Exception as e:  # noqa: BLE001 - the config compiles in the caller instead
+                f.set_exception(e)
+                if proc.poll() is not None:
+                    with self._lock:
+                        self.ready -= 1
+                    return
+
+    def close(self) -> None:
+        with self._lock:
+            for p in self.procs:
+                if p.poll() is None:
+                    p.kill()
+
+
+_POOL: CompilePool | None = None
 _POOL_LOCK = threading.Lock()
 
 
-def _pool() -> Any:
+def _pool() -> CompilePool:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
+            import atexit
 
-            n = max(1, min(8, (os.cpu_count() or 2) - 1))
-            _POOL = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+            _POOL = CompilePool(max(1, min(8, (os.cpu_count() or 2) - 1)))
+            atexit.register(_POOL.close)
         return _POOL
 
 
@@ -362,12 +455,22 @@ def _parallel_warm(target: str, args: Sequence[Any], kwargs: Mapping[str, Any]) 
         return None
 
     def done(f: Any) -> None:
-        if f.exception() is not None:  # the config's own launch reports the error
-            log.debug("compile worker: %s", f.exception())
+        err = f.exception() or (None if f.result().get("ok") else f.result().get("error"))
+        if err:  # the config's own launch reports the error
+            log.debug("compile worker: %s", err)
+
+    submitted: set[str] = set()
 
     def warm(configs: list[Config]) -> None:
+        pool = _pool()
+        if not pool.ready:  # still starting: this config compiles here, later ones may not
+            return
         for c in configs:
-            _pool().submit(_warm_worker, target, a, kw, launch_kwargs(c)).add_done_callback(done)
+            k = config_key(c)
+            if k not in submitted:
+                submitted.add(k)
+                job = {"target": target, "args": a, "kwargs": kw, "config": launch_kwargs(c)}
+                pool.submit(job).add_done_callback(done)
     return warm
 
 
@@ -519,6 +622,8 @@ class Autotuner:
         self.strategy = strategy
         self.strategy_options = dict(strategy_options or {})
         self.seed = seed
+        self._tk: str | None = None
+        self._tune_key()  # an unknown strategy or option fails here, not at the first launch
         self.budget = budget if budget is None or isinstance(budget, Budget) else Budget(budget)
         self.reference = reference
         self.reference_tol = reference_tol
@@ -582,7 +687,6 @@ class Autotuner:
         self._threads: list[threading.Thread] = []
         self._source_hash: str | None = None
         self._plan: tuple[str, str] | None = None
-        self._tk: str | None = None
 
     # -- launching: the hit path is the key, one dict lookup and the launch
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
@@ -868,6 +972,7 @@ class Autotuner:
                 ev = self._evaluator(problem, args, kwargs, nargs, saved)
                 plan = self._compile_plan()
                 if plan[0] == "parallel":
+                    _pool()  # workers start now; configs go to them once they are ready
                     ev.warm = _parallel_warm(plan[1], args, kwargs)
                 baselines = {"configs": list(seeds)} if seeds and (budget.evaluations is None or
                                                                    budget.evaluations >= len(seeds)) else {}

@@ -154,6 +154,10 @@ class Session:
             self._add_time("measure", t0)
             return self._put(ms, kind)
         mine = self.store.claim(self.context, configs, self.run_id) if self.share else [True] * len(configs)
+        if self.share:  # another process may have measured a config since our memo was read
+            for i, c in enumerate(configs):
+                if mine[i] and self.store.get(self.context, c) is not None:
+                    mine[i] = False
         todo = [c for c, m in zip(configs, mine) if m]
         t0 = time.perf_counter()
         got = self.evaluator.evaluate(todo) if todo else []

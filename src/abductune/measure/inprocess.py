@@ -129,7 +129,8 @@ class InProcessEvaluator(Evaluator):
     `timer(config, launch)` returns milliseconds (a number, or Triton's [median, p20, p80]);
     `check(config)` (optional) compares the outputs of a launch with a reference and returns
     why they differ, or None; `prune(config)` returns why a config may not run, or None;
-    `warm(configs)` (optional) compiles a batch ahead, e.g. in worker processes.
+    `warm(configs)` (optional) starts compiling the configs still to come, e.g. in worker
+    processes, and returns at once (it is offered them again before each config).
     `remeasure_timer` (default: `timer`) re-times contenders in the final run-off.
     """
 
@@ -152,15 +153,18 @@ class InProcessEvaluator(Evaluator):
 
     def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
         cfgs = [dict(c) for c in configs]
-        kernels = [c for c in cfgs if "impl" not in c]
-        if self.warm is not None and len(kernels) > 1:
-            t0 = time.perf_counter()
-            try:
-                self.warm(kernels)
-            except Exception as e:  # noqa: BLE001 - warming is an optimisation; measuring compiles anyway
-                log.info("parallel compile failed (%s: %s); compiling in this process", type(e).__name__, e)
-            self.clock += time.perf_counter() - t0
-        return [self._one(c) for c in cfgs]
+        out = []
+        for i, c in enumerate(cfgs):
+            if self.warm is not None:  # offer the configs still to come (compilers may have started since)
+                later = [x for x in cfgs[i + 1:] if "impl" not in x]
+                if later:
+                    try:
+                        self.warm(later)
+                    except Exception as e:  # noqa: BLE001 - an optimisation; each launch compiles anyway
+                        log.info("parallel compile failed (%s: %s); compiling in this process", type(e).__name__, e)
+                        self.warm = None
+            out.append(self._one(c))
+        return out
 
     def _one(self, cfg: Config) -> Measurement:
         self.calls += 1

@@ -8,24 +8,28 @@ The loop, one small batch at a time:
    diagnosis can say nothing about: no roofline, no static facts, e.g. public Kernel Tuner
    data) a small space-filling sample (a Latin hypercube over value indices) is measured.
 2. *Diagnose* the incumbent (`theory.diagnose`) and ask the theory library for hypotheses,
-   ranked by expected gain times the theory's credibility in this run (its support/refute
-   tally so far, Laplace's rule), at most half a batch per theory so one wrong explanation
-   cannot fill a batch.
+   ranked by expected gain times credibility in this run (Laplace's rule over the support /
+   refute tally of the theory and of the same move from earlier incumbents), plus the
+   speed-up an additive model of everything measured predicts; at most half a batch per
+   theory, so one wrong explanation cannot fill a batch.
 3. *Test* the top few (`batch`, 2-4), and judge each against the incumbent with
    `theory.evidence`: supported / refuted beyond the noise threshold taken from measured spread
    and repeats (with a floor); a close call the candidate seems to win is re-measured,
    interleaved with the incumbent (`ctx.remeasure`), before the incumbent changes. Two
    supported moves on different parameters are composed and tested next.
-4. *Finish* when no hypothesis is left: multi-parameter moves around the incumbent (single
-   and pairwise moves of radius 2, pattern search's pairwise tile moves, `generic_moves` along
-   the parameters and pairs that the measurements so far say matter), ranked by an additive
-   model of log-time learned from everything measured (main effects plus the strongest
-   interactions). A move that wins sends the engine back to step 2 at the new incumbent.
-5. *Fall back* when the neighbourhood is exhausted or `patience` local tests in a row brought
-   nothing: proposals from TPE (Optuna ask/tell, told everything measured so far), until one
-   of them wins, which restarts the local loop there. In generic mode one TPE proposal is
-   mixed into every batch from the start. The strategy never ends before its budget unless
-   the whole space is measured.
+4. *Finish* with multi-parameter moves around the incumbent (single and pairwise moves of
+   radius 2, pattern search's pairwise tile moves, `generic_moves` along the parameters and
+   pairs that the measurements so far say matter), ranked by the additive model of log-time
+   (main effects plus the strongest interactions). They compete with the hypotheses on one
+   scale, so they fill a batch the theories cannot, and take over when no theory expects a
+   gain. A move that wins sends the engine back to step 2 at the new incumbent.
+5. *Fall back* when the neighbourhood is exhausted or `patience` tests in a row brought no
+   win beyond noise: proposals from TPE (Optuna ask/tell), until one of them wins, which
+   restarts the local loop there. TPE is told the seeds, the start, its own proposals and
+   every incumbent -- not the dense cluster of local moves, which would make the current
+   basin its whole "good" set. In generic mode TPE proposals (`tpe_slots`) are mixed into
+   every batch from the start. The strategy never ends before its budget unless the whole
+   space is measured (a TPE proposal it has seen is replaced by a random unmeasured config).
 
 Every step is logged through `ctx.log` ("observe", "hypothesis", "test", "verdict", "move",
 "fallback"), citing measurement ids where the evaluator's store set them, so `explain` can
@@ -73,23 +77,23 @@ class _Test:
 
 
 class Abduction(Strategy):
-    """Options: batch=3 (tests per batch, 1-8), confidence=2.0 (standard errors for a verdict),
-    noise_floor=0.01 (smallest relative difference trusted), startup=None (space-filling
-    configs in generic mode; None: one per tuned parameter, 4 to 10), patience=None (local
-    tests without a win before TPE takes over; None: twice the tuned parameters, at least 8),
-    tpe_every=1 (generic mode: one TPE proposal in every n-th batch; 0: none until the
-    local search stalls)."""
+    """Options: batch=3 (tests per batch, 1-8), confidence=2.0 (standard errors of the
+    difference for a verdict), noise_floor=0.01 (smallest relative difference trusted),
+    startup=8 (space-filling configs in generic mode), patience=None (tests without a win
+    beyond noise before TPE takes over; None: twice the tuned parameters, at least 8),
+    tpe_slots=2 (generic mode: TPE proposals in every batch), model_slots=0 (generic mode:
+    the additive model's fastest unmeasured configs in every batch)."""
 
     name = "abduction"
 
     def __init__(self, seed: int = 0, batch: int = 3, confidence: float = CONFIDENCE,
-                 noise_floor: float = NOISE_FLOOR, startup: int | None = None, patience: int | None = None,
-                 tpe_slots: int = 1, model_slots: int = 0, **options: Any):
+                 noise_floor: float = NOISE_FLOOR, startup: int = 8, patience: int | None = None,
+                 tpe_slots: int = 2, model_slots: int = 0, **options: Any):
         super().__init__(seed, **options)
         self.batch = opt.integer(self.name, "batch", batch, 1, 8)
         self.confidence = opt.number(self.name, "confidence", confidence, 0.1, 10)
         self.noise_floor = opt.number(self.name, "noise_floor", noise_floor, 0, 0.5)
-        self.startup = None if startup is None else opt.integer(self.name, "startup", startup, 0)
+        self.startup = opt.integer(self.name, "startup", startup, 0)
         self.patience = None if patience is None else opt.integer(self.name, "patience", patience, 1)
         self.tpe_slots = opt.integer(self.name, "tpe_slots", tpe_slots, 0, 8)
         self.model_slots = opt.integer(self.name, "model_slots", model_slots, 0, 8)
@@ -205,8 +209,7 @@ class _Engine:
         self.inc: Config | None = None
         self.generic = False
         self.queue: list[_Test] = []  # composed hypotheses to test next
-        self.stale = 0  # local tests since the last win
-        self.batches = 0
+        self.stale = 0  # tests since the last win beyond noise
         self.tpe: TPEModel | None = None
         # What TPE is told: seeds, the space-filling start, its own proposals and every
         # incumbent -- not the local moves around an incumbent, whose dense cluster would make
@@ -214,12 +217,12 @@ class _Engine:
         self.tpe_pool: list[Measurement] = []
         free = sum(len(p.values) > 1 for p in self.space.params)
         self.patience = strategy.patience or max(8, 2 * free)
-        self.startup = strategy.startup if strategy.startup is not None else min(10, max(4, free))
+        self.startup = strategy.startup
         self.diag_cache: dict[tuple, Diagnosis] = {}
         self.move_tally: dict[frozenset, list[int]] = {}  # move -> [supported, refuted]
-        self._pending_trials: dict[tuple, Any] = {}
-        self._valid_X: np.ndarray | None = None
-        self._model_cache: tuple[int, Additive] | None = None  # config key -> the TPE trial that proposed it
+        self._pending_trials: dict[tuple, Any] = {}  # config key -> the TPE trial that proposed it
+        self._valid_X: np.ndarray | None = None  # value indices of every valid config (model_slots)
+        self._model_cache: tuple[int, Additive] | None = None  # (measurements it was fitted on, model)
         self._imp: dict[str, float] = {}
         self._inter: dict[tuple[str, str], float] = {}
 
@@ -243,9 +246,6 @@ class _Engine:
         if self.tpe is not None:
             self.tpe.add(m)
 
-    def _all_measured(self) -> bool:
-        return all(self.known(c) for c in self.space.valid_configs())
-
     def _best(self) -> Config | None:
         b = self.ledger.best()
         return b[0] if b is not None else None
@@ -268,8 +268,8 @@ class _Engine:
         ctx = self.ctx
         sources = {self.space.key(s.config): s.source for s in ctx.knowledge.seeds}
         for m in ctx.history:  # the seeds, measured by the Search before this strategy ran
-            ctx.log("observe", id=m.id, config=m.config, status=str(m.status), time_ms=m.time_ms,
-                    source=sources.get(self.space.key(m.config), "seed"))
+            ctx.log("observe", ids=[m.id] if m.id is not None else [], config=m.config, status=str(m.status),
+                    time_ms=m.time_ms, source=sources.get(self.space.key(m.config), "seed"))
         self._note(ctx.history)
         for m in ctx.history:
             self._pool(m.config)
@@ -290,7 +290,6 @@ class _Engine:
             tests = self._next_tests()
             if not tests:
                 return
-            self.batches += 1
             ms = yield [t.config for t in tests]
             self._log_tests(tests, ms)
             self._note(ms)
@@ -337,7 +336,6 @@ class _Engine:
 
     # -- choosing what to test
     def _next_tests(self) -> list[_Test]:
-        assert self.inc is not None or not self.measured
         b = self.s.batch
         tests: list[_Test] = []
         taken: set[tuple] = set()
@@ -522,7 +520,8 @@ class _Engine:
         for t, m in zip(tests, ms):
             self.ctx.log("hypothesis", theory=t.theory, config=t.config, from_config=self.inc,
                          expected_gain=t.gain, credibility=self.ledger.credibility(t.theory), reason=t.reason)
-            self.ctx.log("test", theory=t.theory, config=t.config, id=m.id, status=str(m.status), time_ms=m.time_ms)
+            self.ctx.log("test", theory=t.theory, config=t.config, ids=[m.id] if m.id is not None else [],
+                         status=str(m.status), time_ms=m.time_ms)
             if self.tpe is not None:
                 trial = self._pending_trials.pop(self.space.key(t.config), None)
                 if trial is not None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from ..errors import AbductuneError
 from ..measurement import Measurement
@@ -259,8 +259,3 @@ class Ledger:
         return {name: {"supported": t.supported, "refuted": t.refuted, "neutral": t.neutral,
                        "support_ids": sorted(set(t.support_ids)), "refute_ids": sorted(set(t.refute_ids))}
                 for name, t in sorted(self.tallies.items())}
-
-
-def observe_all(ledger: Ledger, measurements: Iterable[Measurement]) -> None:
-    for m in measurements:
-        ledger.observe(m)
