@@ -77,7 +77,8 @@ def triton_autotune_cold_subprocess(spec_name: str, dims: dict[str, int]) -> tup
     import subprocess
 
     env = dict(os.environ, TRITON_CACHE_DIR=tempfile.mkdtemp(prefix="tc-"))
-    r = subprocess.run([sys.executable, __file__, "--autotune-child", spec_name, json.dumps(dims)],
+    r = subprocess.run([sys.executable, __file__, "--out", os.devnull, "--autotune-child", spec_name,
+                        json.dumps(dims)],
                        capture_output=True, text=True, env=env, timeout=300)
     line = [x for x in r.stdout.splitlines() if x.startswith("{")]
     if r.returncode != 0 or not line:
