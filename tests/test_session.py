@@ -46,7 +46,7 @@ def test_replay_tune_records_every_row_with_its_kind(tmp_path: Path):
         [run] = s.runs()
         assert run.status == "done" and run.winner_id == out.winner.id
         kinds = Counter(m.kind for m in s.measurements(run.context))
-        assert kinds["search"] + kinds["seed"] == out.evaluations == 12
+        assert kinds["search"] + kinds["seed"] + kinds["remeasure"] == out.evaluations == 12
         assert kinds["baseline"] >= 1  # the fixed list / default / torch, once
         # the winner is the fastest thing measured for this problem (baselines included)
         ok = [m for m in s.measurements(run.context) if m.ok and "impl" not in m.config]

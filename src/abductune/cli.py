@@ -309,7 +309,7 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
                    "own KernelSpec (see docs/TROUBLESHOOTING.md, 'Your own kernel').")
 @click.option("--shapes", default=None, help="e.g. 'M=16,N=4096,K=4096;M=512,N=4096,K=4096' "
               "(default: every recorded shape in replay, the suite's shapes live).")
-@click.option("--strategy", default="pattern", show_default=True)
+@click.option("--strategy", default="abduction", show_default=True)
 @click.option("--budget", type=int, default=32, show_default=True,
               help="Evaluations per shape (seeds included).")
 @click.option("--no-heuristics", is_flag=True, help="Start without seed configs from heuristics.")

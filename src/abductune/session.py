@@ -99,7 +99,7 @@ def tune_key(strategy: Strategy, options: Mapping[str, Any]) -> str:
 class Session:
     """One tuning run over `evaluator` (which knows the problem and the space)."""
 
-    def __init__(self, evaluator: Evaluator, *, strategy: str | Strategy = "pattern", seed: int = 0,
+    def __init__(self, evaluator: Evaluator, *, strategy: str | Strategy = "abduction", seed: int = 0,
                  options: Mapping[str, Any] | None = None, budget: Budget | None = None,
                  seeds: Iterable[Mapping[str, Any] | Seed] = (), store: Store | str | None = None,
                  toolchain: Mapping[str, Any] | str = "", batch_size: int = 8, resume: bool = True,

@@ -95,7 +95,7 @@ def seed_list(problem: Any, space: Any, default_cfg: dict, extra: list[dict] | N
     return seeds, fired
 
 
-def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "pattern", budget: Budget | None = None,
+def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", budget: Budget | None = None,
              seed: int = 0, mode: str = "auto", seeds: list[dict] | None = None, heuristics: bool = True,
              database: Any = None, store: Any = None, compile_workers: int | None = None,
              options: dict[str, Any] | None = None, live_options: dict[str, Any] | None = None,
