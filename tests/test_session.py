@@ -225,3 +225,17 @@ def test_measure_outside_run_is_an_error():
     with Session(ReplayEvaluator(gelu_dataset())) as s:
         with pytest.raises(Exception, match="outside run"):
             s.measure([s.space.default()])
+
+
+def test_the_baselines_best_runs_in_the_final_runoff_and_is_reported_from_it():
+    """Live timings drift: the winner is compared with the fixed list's best side by side, so
+    the table never shows a winner slower than the list it replaced."""
+    ds = gelu_dataset()
+    ev = ReplayEvaluator(ds, noise=NoiseModel(0.02), seed=3)
+    fixed = ds.meta.get("fixed_configs")
+    with Session(ev, strategy="random", budget=Budget(12)) as s:
+        res = s.run(baselines={"fixed": fixed})
+    assert res.runoff, "a run-off happened"
+    fixed_best = res.baselines["fixed"]
+    assert fixed_best.kind == "verify" and fixed_best.id in {m.id for m in res.runoff}
+    assert res.winner.objective <= fixed_best.objective
