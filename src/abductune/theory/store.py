@@ -54,6 +54,15 @@ TOP = 4  # candidate templates from each problem's fastest configs
 MIN_GROUP = 2  # a regime needs two problems to say anything beyond "all"
 
 
+def _fill_floor() -> float:
+    from .library import WAVE_EFF_MIN
+
+    return WAVE_EFF_MIN
+
+
+FILL_FLOOR = _fill_floor()  # programs per SM a parallelism floor asks for
+
+
 @dataclass(frozen=True)
 class Form:
     """How one role's value is chosen: kind const (value), fit, or grid (programs per SM)."""
@@ -248,8 +257,9 @@ def forms_of(config: Mapping[str, Any], problem: Problem, space: Space,
         g = dict(fit)
         g[role] = Form("grid", round(programs / hw.sms, 3))
         out.append(g)
-        # parallelism floors: this shape's own, and one full wave
-        for t in sorted({round(programs / hw.sms, 3), 1.0}):
+        # parallelism floors: this shape's own, and a first wave filled as far as the theory
+        # library deems worth a tile change (WAVE_EFF_MIN of the SMs busy)
+        for t in sorted({round(programs / hw.sms, 3), FILL_FLOOR}):
             pf = dict(fit)
             for _, r in grid_roles:
                 if pf[r].kind == "const":
@@ -312,7 +322,7 @@ def _fit_group(group: Sequence[Any]) -> tuple[dict[str, Form], list[float]] | No
         # among rules that fit the group equally, prefer the one that says why (a parallelism
         # floor holds wherever there is enough work; a constant tile only where it was seen)
         return sum(form.kind == "const" for r, form in f.items() if r.startswith("tile")) \
-            - sum(form.kind == "par" and form.value[1] == 1.0 for form in f.values())
+            - sum(form.kind == "par" and form.value[1] == FILL_FLOOR for form in f.values())
     scored = sorted(((round(_geomean(_score(f, group, cache)), 4), specific(f), i) for i, f in enumerate(cands)))
     best = dict(cands[scored[0][2]])
     best_g = _geomean(_score(best, group, cache))
