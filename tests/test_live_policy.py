@@ -13,6 +13,7 @@ from abductune.datasets.format import read_dataset
 from abductune.hardware import lookup
 from abductune.measure.live import EARLY_STOP, LiveEvaluator, should_stop_early
 from abductune.measure.replay import NoiseModel
+from abductune.measure.replies import BenchReply, CompileResult, InterleavedReply, SetupReply
 from abductune.search import Budget
 from abductune.session import Session
 
@@ -44,7 +45,7 @@ class FakeCompiler:
         for i in reversed(range(len(configs))):
             self.compiled.append(tuple(sorted(configs[i].items())))
             self.log.append(("compiled", i))
-            results[i] = {"status": "ok", "compile_s": 1.0, "registers": 64}
+            results[i] = CompileResult("ok", 1.0, registers=64)
             if on_done:
                 on_done(i, results[i])
         return results
@@ -64,16 +65,16 @@ class FakeWorker:
     def request(self, msg, timeout):
         self.requests.append(msg)
         if msg["op"] == "setup":
-            return {"device": "fake", "ok": True}
+            return SetupReply("fake")
         if msg["op"] == "interleaved":  # the final run-off re-times compiled configs
-            return {"samples": [[self.times(c)] * 10 for c in msg["configs"]]}
+            return InterleavedReply([[self.times(c)] * 10 for c in msg["configs"]])
         cfg = msg["config"]
         t = self.times(cfg)
         self.log.append(("bench", tuple(sorted(cfg.items()))))
         stop = msg.get("opts", {}).get("stop_above_ms")
         if stop is not None and t > stop:
-            return {"status": "ok", "time_ms": t, "samples_ms": [t] * 3, "early_stop": True, "bench_s": 0.001}
-        return {"status": "ok", "time_ms": t, "samples_ms": [t] * 20, "bench_s": 0.01}
+            return BenchReply("ok", t, (t,) * 3, 0.001, early_stop=True)
+        return BenchReply("ok", t, (t,) * 20, 0.01)
 
     def close(self):
         pass

@@ -18,9 +18,9 @@ def main() -> None:
                 continue
             w.request({"op": "setup", "kernel": ds.problem.kernel, "problem": ds.problem.to_dict(), "seed": 0}, 600)
             r = w.request({"op": "bench", "config": None}, 120)
-            print(p.name, r.get("status"), r.get("time_ms"), r.get("error", "")[:200], flush=True)
-            if r.get("status") == "ok":
-                ds.baselines["torch_ms"] = r["time_ms"]
+            print(p.name, r.status, r.time_ms, r.error[:200], flush=True)
+            if r.status == "ok":
+                ds.baselines["torch_ms"] = r.time_ms
                 write_dataset(ds, p)
     finally:
         w.close()

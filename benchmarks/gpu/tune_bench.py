@@ -32,12 +32,12 @@ def compare(spec, problem, configs: dict[str, dict], rounds: int = 5, reps: int 
         names = list(configs)
         r = w.request({"op": "interleaved", "configs": [configs[n] for n in names], "rounds": rounds,
                        "reps": reps}, 600)
-        out = {n: statistics.median(s) for n, s in zip(names, r["samples"])}
+        out = {n: statistics.median(s) for n, s in zip(names, r.samples)}
         torch_ms = []
         for _ in range(rounds):
             b = w.request({"op": "bench", "config": None, "opts": {"target_ms": 5, "min_reps": reps,
                                                                    "max_reps": reps}}, 120)
-            torch_ms.append(b["time_ms"])
+            torch_ms.append(b.time_ms)
         out["torch"] = statistics.median(torch_ms)
         return out
     finally:

@@ -36,7 +36,7 @@ from .errors import AbductuneError
 from .measure.base import Evaluator
 from .measurement import Measurement
 from .search import Budget, Strategy, make_strategy
-from .search.base import Batch, Knowledge, Seed, run
+from .search.base import Knowledge, Seed, run
 from .space import Config
 from .store import Context, Store, config_key
 

@@ -176,8 +176,8 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
                 worker.request({"op": "setup", "kernel": spec.name, "problem": problem.to_dict(),
                                 "seed": seed}, 600)
                 base = worker.request({"op": "bench", "config": None}, 120)
-                if base.get("status") == "ok":
-                    ds.baselines["torch_ms"] = base["time_ms"]
+                if base.status == "ok":
+                    ds.baselines["torch_ms"] = base.time_ms
                 atomic_write_text(partial, json.dumps(ds.header(), separators=(",", ":")) + "\n")
             seen = {space.key(m.config) for m in recs}
             todo = [c for c in configs if space.key(c) not in seen]
@@ -194,10 +194,10 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
                         session.recording("sweep"):
                     for i, (cfg, comp) in enumerate(zip(todo, comps)):
                         ck = json.dumps(space.key(cfg))
-                        if comp["status"] == "ok":
+                        if comp.ok:
                             # a cache hit reports ms: keep the first real compile's seconds
-                            ctimes[ck] = max(ctimes.get(ck, 0.0), float(comp.get("compile_s", 0.0)))
-                            comp = {**comp, "compile_s": ctimes[ck]}
+                            ctimes[ck] = max(ctimes.get(ck, 0.0), float(comp.compile_s))
+                            comp = comp.with_compile_s(ctimes[ck])
                         m = ev.bench_compiled(dict(cfg), comp)
                         append_records(partial, [m])
                         session.record([m])
@@ -243,7 +243,7 @@ def noise_study(kernel_name: str, dataset_paths: list[str | Path], *, top: int =
             for _ in range(repeats):
                 r = worker.request({"op": "interleaved", "configs": [m.config for m in chosen],
                                     "rounds": 1, "reps": reps}, 600)
-                for i, s in enumerate(r["samples"]):
+                for i, s in enumerate(r.samples):
                     per_round[i].append(statistics.median(s))
             for i, m in enumerate(chosen):
                 meds = per_round[i]

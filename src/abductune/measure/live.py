@@ -25,6 +25,7 @@ from ..measurement import Measurement
 from ..problem import Problem
 from ..space import Space
 from .base import Evaluator
+from .replies import CompileResult
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ class BenchWorker:
             code = self.proc.exitcode if self.proc is not None else None
             self.kill()
             raise WorkerLost("runtime_error", f"benchmark worker died (exit code {code}); restarted") from None
-        if reply.get("sticky"):
+        if getattr(reply, "sticky", False):
             self.proc.join(10)
             self.kill()
         return reply
@@ -166,14 +167,14 @@ class Compiler:
         return self._pool
 
     def compile(self, kernel_name: str, configs: Sequence[Mapping[str, Any]], problem: Problem,
-                on_done: Callable[[int, dict], None] | None = None) -> list[dict]:
+                on_done: Callable[[int, CompileResult], None] | None = None) -> list[CompileResult]:
         from .worker import compile_task
 
         self._fit_workers(problem)
         pool = self._get_pool()
         pd = problem.to_dict()
         futs = {pool.submit(compile_task, kernel_name, dict(c), pd, self.facts): i for i, c in enumerate(configs)}
-        results: list[dict | None] = [None] * len(configs)
+        results: list[CompileResult | None] = [None] * len(configs)
         # every config gets timeout_s once a worker is free for it
         deadline = time.monotonic() + self.timeout_s * math.ceil(len(configs) / self.workers) + 30
         try:
@@ -182,16 +183,14 @@ class Compiler:
                 try:
                     results[i] = f.result()
                 except Exception as e:  # noqa: BLE001 - a worker process died
-                    results[i] = {"status": "compile_error", "error": f"compile worker died: {e}",
-                                  "compile_s": 0.0}
+                    results[i] = CompileResult("compile_error", error=f"compile worker died: {e}")
                 if on_done:
                     on_done(i, results[i])  # type: ignore[arg-type]
         except cf.TimeoutError:
             self.shutdown(kill=True)
         for i, r in enumerate(results):
             if r is None:
-                results[i] = {"status": "timeout", "error": f"compile took over {self.timeout_s:.0f} s",
-                              "compile_s": self.timeout_s}
+                results[i] = CompileResult("timeout", self.timeout_s, error=f"compile took over {self.timeout_s:.0f} s")
         return results  # type: ignore[return-value]
 
     def _fit_workers(self, problem: Problem) -> None:
@@ -298,7 +297,7 @@ class LiveEvaluator(Evaluator):
         self.clock_log: list[dict[str, Any]] = []
         self.device = self.worker.request({"op": "setup", "kernel": self.spec.name,
                                            "problem": problem.to_dict(), "seed": seed},
-                                          timeout=600).get("device", "")
+                                          timeout=600).device
         self._add("setup", t0)
 
     def _add(self, phase: str, t0: float) -> float:
@@ -312,7 +311,7 @@ class LiveEvaluator(Evaluator):
         out: list[Measurement | None] = [None] * len(configs)
         bench_s = [0.0]
 
-        def on_done(i: int, comp: dict) -> None:  # benchmark while the rest still compile
+        def on_done(i: int, comp: CompileResult) -> None:  # benchmark while the rest still compile
             b0 = time.perf_counter()
             out[i] = self._bench_one(dict(configs[i]), comp, state)
             bench_s[0] += self._add("bench", b0)
@@ -354,15 +353,15 @@ class LiveEvaluator(Evaluator):
                     cands.append(n)
         self.compiler.prefetch(self.spec.name, cands[:room], self.problem)
 
-    def bench_compiled(self, cfg: dict, comp: dict) -> Measurement:
+    def bench_compiled(self, cfg: dict, comp: CompileResult) -> Measurement:
         """Benchmark one config whose compile result is `comp` (a sweep compiles everything first)."""
         return self._bench_one(cfg, comp)
 
-    def _bench_one(self, cfg: dict, comp: dict, state: Any = None) -> Measurement:
-        static = {k: comp.get(k) for k in ("registers", "spills", "smem_bytes")}
-        base = dict(config=cfg, compile_s=float(comp.get("compile_s", 0.0)), **static)
-        if comp["status"] != "ok":
-            return Measurement(status=comp["status"], error=comp.get("error", ""), **base)
+    def _bench_one(self, cfg: dict, comp: CompileResult, state: Any = None) -> Measurement:
+        base = dict(config=cfg, compile_s=float(comp.compile_s), registers=comp.registers, spills=comp.spills,
+                    smem_bytes=comp.smem_bytes)
+        if not comp.ok:
+            return Measurement(status=comp.status, error=comp.error, **base)
         opts = dict(self.opts)
         if self.early_stop and self.incumbent_ms is not None:
             opts["stop_above_ms"] = self.incumbent_ms * (1 + EARLY_STOP)
@@ -371,21 +370,22 @@ class LiveEvaluator(Evaluator):
         except WorkerLost as e:
             return Measurement(status=e.status, error=e.error, bench_s=self.bench_timeout_s, **base)
         extra: dict[str, Any] = {}
-        if r.get("rel_err") is not None:
-            extra["rel_err"] = r["rel_err"]
-        if r.get("early_stop"):
+        if r.rel_err is not None:
+            extra["rel_err"] = r.rel_err
+        if comp.spills_source != "ptxas":
+            extra["spills_source"] = comp.spills_source
+        if r.early_stop:
             extra["early_stop"] = True
         if state is not None:
             extra["sm_mhz"] = state.sm_mhz
             if state.throttled:
                 extra["throttled"] = list(state.throttle)
-        ok = r.get("status") == "ok"
-        if ok and not r.get("early_stop") and (self.incumbent_ms is None or r["time_ms"] < self.incumbent_ms):
-            self.incumbent_ms = r["time_ms"]
-        ff, fb = self.problem.roofline(r.get("time_ms")) if ok else (None, None)
-        return Measurement(status=r.get("status", "runtime_error"), time_ms=r.get("time_ms"),
-                           samples_ms=r.get("samples_ms", []), bench_s=float(r.get("bench_s", 0.0)),
-                           error=r.get("error", ""), extra=extra, frac_peak_flops=ff, frac_peak_bw=fb,
+        ok = r.status == "ok" and r.time_ms is not None
+        if ok and not r.early_stop and (self.incumbent_ms is None or r.time_ms < self.incumbent_ms):
+            self.incumbent_ms = r.time_ms
+        ff, fb = self.problem.roofline(r.time_ms) if ok else (None, None)
+        return Measurement(status=r.status, time_ms=r.time_ms, samples_ms=r.samples_ms, bench_s=float(r.bench_s),
+                           error=r.error, extra=extra, frac_peak_flops=ff, frac_peak_bw=fb,
                            **base)
 
     vendor_name = "torch"
@@ -393,9 +393,8 @@ class LiveEvaluator(Evaluator):
     def vendor_baseline(self) -> Measurement:
         """Time the torch implementation (cuBLAS for matmul) on the same inputs."""
         r = self.worker.request({"op": "bench", "config": None, "opts": self.opts}, self.bench_timeout_s)
-        return Measurement({"impl": "torch"}, status=r.get("status", "runtime_error"), time_ms=r.get("time_ms"),
-                           samples_ms=r.get("samples_ms", []), bench_s=float(r.get("bench_s", 0.0)),
-                           error=r.get("error", ""))
+        return Measurement({"impl": "torch"}, status=r.status, time_ms=r.time_ms, samples_ms=r.samples_ms,
+                           bench_s=float(r.bench_s), error=r.error)
 
     baseline = vendor_baseline
 
@@ -416,12 +415,12 @@ class LiveEvaluator(Evaluator):
         finally:
             self.clock += time.perf_counter() - t0
         out = []
-        for c, s in zip(configs, r.get("samples", [[]] * len(configs))):
+        for c, s in zip(configs, r.samples or [[]] * len(configs)):
             t = statistics.median(s) if s else None
             ff, fb = self.problem.roofline(t)
             out.append(Measurement(c, "ok" if t else "runtime_error", time_ms=t, samples_ms=tuple(s),
                                    frac_peak_flops=ff, frac_peak_bw=fb,
-                                   error="" if t else str(r.get("error", "no samples"))))
+                                   error="" if t else (r.error or "no samples")))
         return out
 
     def close(self) -> None:

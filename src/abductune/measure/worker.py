@@ -12,6 +12,8 @@ import time
 import traceback
 from typing import Any
 
+from .replies import BenchReply, CompileResult, InterleavedReply, SetupReply
+
 # A CUDA error after which the context is unusable: the worker reports it, then exits so the
 # parent starts a fresh one.
 _STICKY = ("illegal memory access", "illegal address", "unspecified launch failure", "misaligned address",
@@ -65,7 +67,7 @@ def warm_task() -> bool:
     return True
 
 
-def compile_task(kernel_name: str, config: dict, problem_dict: dict, facts: str = "ptxas") -> dict[str, Any]:
+def compile_task(kernel_name: str, config: dict, problem_dict: dict, facts: str = "ptxas") -> CompileResult:
     """Compile one config for the problem's specialisation on this GPU (fills Triton's cache)
     and read its static facts. Runs in a pool process started with `_init_compile_worker`.
     `facts`: "ptxas" (spill-store bytes from a second ptxas run, as datasets record them),
@@ -91,36 +93,29 @@ def compile_task(kernel_name: str, config: dict, problem_dict: dict, facts: str 
     try:
         spec.launch(config, inputs, out)
         k = _COMPILE_STATE["kernel"]
-        res: dict[str, Any] = {"status": "ok", "compile_s": time.perf_counter() - t0}
-        if k is not None and facts == "none":
-            return res
-        if k is not None:
-            k._init_handles()  # loads the module: raises OutOfResources if it cannot fit
-            res.update(registers=int(getattr(k, "n_regs", 0) or 0),
-                       smem_bytes=int(getattr(k.metadata, "shared", 0) or 0))
-        if k is not None and facts == "triton":
-            res["spills"] = int(getattr(k, "n_spills", 0) or 0) * 4  # local memory words -> bytes
-            res["spills_source"] = "triton"
-            return res
-        if k is not None:
-            # spills as the static evaluator reports them (ptxas spill-store bytes), not
-            # Triton's n_spills (local memory / 4), so live and static facts agree
-            try:
-                from .static import run_ptxas
+        compile_s = time.perf_counter() - t0
+        if k is None or facts == "none":
+            return CompileResult("ok", compile_s)
+        k._init_handles()  # loads the module: raises OutOfResources if it cannot fit
+        regs = int(getattr(k, "n_regs", 0) or 0)
+        smem = int(getattr(k.metadata, "shared", 0) or 0)
+        if facts == "triton":  # local memory words -> bytes
+            return CompileResult("ok", compile_s, regs, smem, int(getattr(k, "n_spills", 0) or 0) * 4, "triton")
+        # spills as the static evaluator reports them (ptxas spill-store bytes), not Triton's
+        # n_spills (local memory / 4), so live and static facts agree
+        try:
+            from .static import run_ptxas
 
-                cap = torch.cuda.get_device_capability()
-                pf = run_ptxas(k.asm["ptx"], cap[0] * 10 + cap[1], timeout_s=60)
-                res["spills"] = pf.get("spill_stores")
-                res["stack_bytes"] = pf.get("stack_bytes")
-            except Exception as e:  # noqa: BLE001 - facts are optional
-                res["spills"] = None
-                res["ptxas_error"] = str(e)[-300:]
-        return res
+            cap = torch.cuda.get_device_capability()
+            pf = run_ptxas(k.asm["ptx"], cap[0] * 10 + cap[1], timeout_s=60)
+            return CompileResult("ok", compile_s, regs, smem, pf.get("spill_stores"), "ptxas", pf.get("stack_bytes"))
+        except Exception as e:  # noqa: BLE001 - facts are optional
+            return CompileResult("ok", compile_s, regs, smem, None, "ptxas", error=f"ptxas: {str(e)[-300:]}")
     except Exception as e:  # noqa: BLE001 - every failure becomes a measurement
         status, _ = classify_error(e)
         if status == "runtime_error":
             status = "compile_error"
-        return {"status": status, "compile_s": time.perf_counter() - t0, "error": _short(e)}
+        return CompileResult(status, time.perf_counter() - t0, error=_short(e))
 
 
 # -------------------------------------------------------------------------- benchmark
@@ -137,7 +132,7 @@ class _Bench:
         # larger than any L2 we know (H100: 50 MB) so each timed run starts cold
         self.flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
 
-    def setup(self, kernel_name: str, problem_dict: dict, seed: int) -> dict[str, Any]:
+    def setup(self, kernel_name: str, problem_dict: dict, seed: int) -> SetupReply:
         from .. import kernels
         from ..problem import Problem
 
@@ -150,7 +145,7 @@ class _Bench:
         self.ref = self.spec.reference(self.inputs)
         self.out = self.spec.alloc_output(self.problem, self.inputs)
         torch.cuda.synchronize()
-        return {"device": torch.cuda.get_device_name(), "ok": True}
+        return SetupReply(torch.cuda.get_device_name())
 
     def _poison(self) -> None:
         if self.out.dtype.is_floating_point:
@@ -171,7 +166,7 @@ class _Bench:
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
     def bench(self, config: dict | None, target_ms: float = 25.0, min_reps: int = 5,
-              max_reps: int = 100, check: bool = True, stop_above_ms: float | None = None) -> dict[str, Any]:
+              max_reps: int = 100, check: bool = True, stop_above_ms: float | None = None) -> BenchReply:
         torch = self.torch
         t_start = time.perf_counter()
         if config is None:  # the torch reference implementation (cuBLAS for matmul)
@@ -180,28 +175,7 @@ class _Bench:
             fn = lambda: self.spec.launch(config, self.inputs, self.out)  # noqa: E731
         res: dict[str, Any] = {}
         try:
-            self._poison()
-            t0 = time.perf_counter()
-            fn()
-            torch.cuda.synchronize()
-            res["first_call_s"] = time.perf_counter() - t0  # includes a JIT compile on a cache miss
-            if check and config is not None:  # torch baselines may not write `out` (no out=)
-                passed, rel = self.spec.check(self.out, self.ref)
-                res["rel_err"] = rel if math.isfinite(rel) else None
-                if not passed:
-                    res.update(status="wrong_result", error=f"relative error {rel:.3g} above tolerance",
-                               bench_s=time.perf_counter() - t_start)
-                    return res
-            first = self._time(fn, 3)
-            est = statistics.median(first)
-            if stop_above_ms is not None and est > stop_above_ms:
-                # clearly slower than the incumbent: a full median would decide nothing
-                res.update(status="ok", samples_ms=first, time_ms=est, early_stop=True,
-                           bench_s=time.perf_counter() - t_start)
-                return res
-            reps = int(min(max_reps, max(min_reps, target_ms / max(est, 1e-4))))
-            samples = self._time(fn, reps)
-            res.update(status="ok", samples_ms=samples, time_ms=statistics.median(samples))
+            return self._bench(fn, config, target_ms, min_reps, max_reps, check, stop_above_ms, t_start, res)
         except Exception as e:  # noqa: BLE001
             status, sticky = classify_error(e)
             if not sticky:
@@ -209,9 +183,37 @@ class _Bench:
                     torch.cuda.synchronize()
                 except Exception:  # noqa: BLE001 - the context is gone
                     sticky = True
-            res.update(status=status, error=_short(e), sticky=sticky)
-        res["bench_s"] = time.perf_counter() - t_start
-        return res
+            return BenchReply(status, bench_s=time.perf_counter() - t_start, error=_short(e), sticky=sticky,
+                              first_call_s=res.get("first_call_s"))
+
+    def _bench(self, fn, config, target_ms, min_reps, max_reps, check, stop_above_ms, t_start,
+               res: dict[str, Any]) -> BenchReply:
+        """One timing: poison, first call, correctness check, a 3-run estimate (early stop),
+        then a full median. Raises what the kernel raises (bench() turns it into a reply)."""
+        torch = self.torch
+        self._poison()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        res["first_call_s"] = time.perf_counter() - t0  # includes a JIT compile on a cache miss
+        rel_err = None
+        if check and config is not None:  # torch baselines may not write `out` (no out=)
+            passed, rel = self.spec.check(self.out, self.ref)
+            rel_err = rel if math.isfinite(rel) else None
+            if not passed:
+                return BenchReply("wrong_result", bench_s=time.perf_counter() - t_start,
+                                  first_call_s=res["first_call_s"], rel_err=rel_err,
+                                  error=f"relative error {rel:.3g} above tolerance")
+        first = self._time(fn, 3)
+        est = statistics.median(first)
+        if stop_above_ms is not None and est > stop_above_ms:
+            # clearly slower than the incumbent: a full median would decide nothing
+            return BenchReply("ok", est, tuple(first), time.perf_counter() - t_start, res["first_call_s"],
+                              rel_err, early_stop=True)
+        reps = int(min(max_reps, max(min_reps, target_ms / max(est, 1e-4))))
+        samples = self._time(fn, reps)
+        return BenchReply("ok", statistics.median(samples), tuple(samples), time.perf_counter() - t_start,
+                          res["first_call_s"], rel_err)
 
     def interleaved(self, configs: list[dict], rounds: int, reps: int) -> list[list[float]]:
         """Re-time configs round-robin so drift (clocks, heat, neighbours) hits all alike."""
@@ -223,7 +225,7 @@ class _Bench:
         return samples
 
 
-def bench_server(conn: Any) -> None:
+def bench_server(conn: Any) -> None:  # noqa: C901
     """Main loop of the benchmark worker process (multiprocessing 'spawn' target)."""
     try:
         bench = _Bench()
@@ -246,12 +248,13 @@ def bench_server(conn: Any) -> None:
             elif op == "bench":
                 reply = bench.bench(msg.get("config"), **msg.get("opts", {}))
             elif op == "interleaved":
-                reply = {"samples": bench.interleaved(msg["configs"], msg["rounds"], msg["reps"])}
+                reply = InterleavedReply(bench.interleaved(msg["configs"], msg["rounds"], msg["reps"]))
             else:
-                reply = {"status": "runtime_error", "error": f"unknown op {op!r}"}
+                reply = BenchReply("runtime_error", error=f"unknown op {op!r}")
         except Exception as e:  # noqa: BLE001
             status, sticky = classify_error(e)
-            reply = {"status": status, "error": _short(e), "sticky": sticky}
+            reply = (InterleavedReply(status=status, error=_short(e), sticky=sticky) if op == "interleaved"
+                     else BenchReply(status, error=_short(e), sticky=sticky))
         conn.send(reply)
-        if reply.get("sticky"):
+        if getattr(reply, "sticky", False):
             os._exit(3)  # the CUDA context is poisoned; the parent restarts us
