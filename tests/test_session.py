@@ -239,3 +239,10 @@ def test_the_baselines_best_runs_in_the_final_runoff_and_is_reported_from_it():
     fixed_best = res.baselines["fixed"]
     assert fixed_best.kind == "verify" and fixed_best.id in {m.id for m in res.runoff}
     assert res.winner.objective <= fixed_best.objective
+
+
+def test_tune_reports_which_implementation_to_ship():
+    out = tune_one("matmul_fp16", {"M": 8192, "N": 8192, "K": 8192}, mode="replay", budget=Budget(8))
+    assert out.torch_ms is not None and out.winner is not None
+    expect = "torch" if out.torch_ms < out.winner.time_ms * (1 - out.session.noise) else "triton"
+    assert out.best_impl == expect and out.to_dict()["best_impl"] == expect

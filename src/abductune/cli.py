@@ -411,7 +411,7 @@ def format_config(cfg: dict[str, Any] | None) -> str:
 
 def _print_outcomes(outcomes: list[Any], mode: str) -> None:
     table = Table(title=f"abductune tune ({mode})")
-    cols = ["#", "kernel", "shape", "time", "fixed list best", "default", "torch"]
+    cols = ["#", "kernel", "shape", "time", "fixed list best", "default", "torch", "ship"]
     if mode == "replay":
         cols.append("optimum")
     cols += ["evals", "seconds"]
@@ -420,7 +420,7 @@ def _print_outcomes(outcomes: list[Any], mode: str) -> None:
     for i, o in enumerate(outcomes, 1):
         d = o.to_dict()
         row = [str(i), o.kernel, ",".join(f"{a}={b}" for a, b in o.dims.items()), _fmt_ms(d["winner_ms"]),
-               _fmt_ms(d["fixed_best_ms"]), _fmt_ms(d["default_ms"]), _fmt_ms(d["torch_ms"])]
+               _fmt_ms(d["fixed_best_ms"]), _fmt_ms(d["default_ms"]), _fmt_ms(d["torch_ms"]), d["best_impl"]]
         if mode == "replay":
             row.append(_fmt_ms(d["optimum_ms"]))
         row += [str(o.evaluations), f"{o.seconds:.1f}"]

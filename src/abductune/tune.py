@@ -44,12 +44,23 @@ class TuneOutcome:
     session: SessionResult | None = None
     param_names: list[str] = field(default_factory=list)
 
+    @property
+    def best_impl(self) -> str:
+        """Which implementation to ship for this shape: the tuned Triton kernel, or the vendor
+        library when it is faster beyond the judged noise (max-autotune style choice)."""
+        w = self.winner.time_ms if self.winner is not None and self.winner.ok else None
+        noise = self.session.noise if self.session else 0.01
+        if self.torch_ms is not None and (w is None or self.torch_ms < w * (1 - noise)):
+            return "torch"
+        return "triton" if w is not None else "-"
+
     def to_dict(self) -> dict[str, Any]:
         t = lambda m: m.time_ms if m is not None and m.ok else None  # noqa: E731
         s = self.session
         return {"kernel": self.kernel, "dims": self.dims, "mode": self.mode, "strategy": self.strategy,
                 "winner": self.winner.config if self.winner else None, "winner_ms": t(self.winner),
                 "evaluations": self.evaluations, "seconds": self.seconds, "wall_s": self.wall_s,
+                "best_impl": self.best_impl,
                 "fixed_best_ms": t(self.fixed_best), "fixed_best": self.fixed_best.config if self.fixed_best else None,
                 "default_ms": t(self.default), "torch_ms": self.torch_ms, "optimum_ms": self.optimum_ms,
                 "heuristics": self.heuristics,
