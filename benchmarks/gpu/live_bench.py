@@ -24,25 +24,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def compare(spec, problem, configs: dict[str, dict], rounds: int = 5, reps: int = 10) -> dict[str, float]:
-    from abductune.measure.live import BenchWorker
-
-    w = BenchWorker()
-    try:
-        w.request({"op": "setup", "kernel": spec.name, "problem": problem.to_dict(), "seed": 1}, 600)
-        names = list(configs)
-        r = w.request({"op": "interleaved", "configs": [configs[n] for n in names], "rounds": rounds,
-                       "reps": reps}, 600)
-        out = {n: statistics.median(s) for n, s in zip(names, r.samples)}
-        torch_ms = [w.request({"op": "bench", "config": None, "opts": {"target_ms": 5, "min_reps": reps,
-                                                                       "max_reps": reps}}, 120).time_ms
-                    for _ in range(rounds)]
-        out["torch"] = statistics.median(torch_ms)
-        return out
-    finally:
-        w.close()
+from tune_bench import compare  # noqa: E402  (interleaved side-by-side re-timing, one worker)
 
 
 def triton_autotune_cold(spec, dims: dict[str, int]) -> tuple[float, dict]:
