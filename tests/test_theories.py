@@ -115,6 +115,20 @@ def test_memory_latency_deepens_the_pipeline():
     assert short[0].k_trips == 2 and not th.applies(*short)
 
 
+def test_a_pipeline_deeper_than_its_loop_gets_fewer_stages():
+    th = lib.SHALLOW_LOOP
+    # K=128 with BLOCK_K=64: 2 trips under 3 stages
+    short = _case(matmul(4096, 4096, 128), matmul_space(), DEFAULT_MM, frac_flops=0.1, frac_bw=0.2)
+    assert th.applies(*short)
+    props = th.propose(*short)
+    _check_valid(short[2], short[3], props)
+    for c in props:
+        mv = _moved(short[2], short[3], c)
+        assert set(mv) <= {"stages", "tile:K"} and all(new < old for old, new in mv.values())
+        assert 0 < th.expected_gain(*short, c) <= 0.15
+    assert not th.applies(*_square())  # 4096 / 64 = 64 trips: the pipeline has work
+
+
 def test_compute_bound_undertiled_grows_tiles():
     th = lib.UNDERTILED
     case = _square()

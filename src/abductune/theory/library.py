@@ -513,8 +513,36 @@ WARPS_MATCHED = Theory(
     _warps_applies, _warps_propose, _warps_gain)
 
 
+# 10. A pipeline as deep as the loop it pipelines
+
+def _shallow_loop_applies(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> bool:
+    return (sp.by_role("stages") is not None and d.k_trips is not None and d.stages is not None
+            and d.stages > 1 and d.stages >= d.k_trips)
+
+
+def _shallow_loop_propose(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> list[Config]:
+    out = [step_roles(sp, cfg, {"stages": -1}, adjust=()), step_roles(sp, cfg, {"stages": -2}, adjust=())]
+    red = _reduction_role(pb, sp)
+    if red is not None:  # or lengthen the loop: a smaller reduction tile gives the stages work
+        out.append(step_roles(sp, cfg, {red: -1}, adjust=()))
+    return _keep(out, sp, cfg)
+
+
+def _shallow_loop_gain(d: Diagnosis, pb: Problem, sp: Space, cfg: Config, to: Config) -> float:
+    # Stages beyond the loop's trips only fill shared memory (fewer blocks per SM) and lengthen
+    # the prologue; the share of idle stages bounds what dropping them can win.
+    idle = (d.stages - d.k_trips + 1) / d.stages  # type: ignore[operator]
+    return _capped(d, 0.15 * idle)
+
+
+SHALLOW_LOOP = Theory(
+    "pipeline_deeper_than_loop",
+    "Pipeline stages beyond the reduction loop's trip count only take shared memory and prologue time: fewer stages, or a smaller K tile so the stages have work.",
+    _shallow_loop_applies, _shallow_loop_propose, _shallow_loop_gain)
+
+
 LIBRARY: tuple[Theory, ...] = (PADDING, UNDERFILLED, WAVES, LATENCY, UNDERTILED, PRESSURE,
-                               ONE_BLOCK_ROW, L2_GROUPING, WARPS_MATCHED)
+                               ONE_BLOCK_ROW, L2_GROUPING, WARPS_MATCHED, SHALLOW_LOOP)
 
 
 # ----------------------------------------------------------------------------- hypotheses
