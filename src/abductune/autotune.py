@@ -528,6 +528,18 @@ _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
 
 
+def _theory_prediction(problem: Problem, space: Space) -> Any:
+    """The theory store's zero-shot config for this problem, or None (never raises: a
+    prediction is a bet, not a requirement)."""
+    try:
+        from .theory.store import predict
+
+        return predict(problem, space)
+    except Exception as e:  # noqa: BLE001
+        log.debug("no theory prediction for %s: %s", problem.kernel, e)
+        return None
+
+
 def _open_store(spec: Any) -> Store:
     """One Store per path per process (kernels share a connection)."""
     if isinstance(spec, Store):
@@ -833,7 +845,7 @@ class Autotuner:
                 return choice
             log.info("%s: key %s missed: %s", self.name, key, why)
             if self.on_miss == "predict":
-                choice = self._predict(store, ctx, seeds)
+                choice = self._predict(store, ctx, seeds, problem)
                 self.stats["predicted"] += 1
                 self.cache[key] = choice
                 clones = tuple(_clone(a) for a in args)
@@ -934,15 +946,21 @@ class Autotuner:
             raise AbductuneError(f"{self.name}: no config ran (see the log for each config's error)")
         return self._choice(cfg, source, t if math.isfinite(t) else None)
 
-    def _predict(self, store: Store, ctx: Context, seeds: Sequence[Config]) -> Choice:
+    def _predict(self, store: Store, ctx: Context, seeds: Sequence[Config], problem: Problem | None = None) -> Choice:
         """What a missed key launches while it is tuned: the store's best config for the
         nearest shape of this kernel (same space, device, toolchain, dtypes, bucket group),
-        else the first config of the list."""
+        else the theory store's zero-shot prediction for the kernel's class and regime, else
+        the first config of the list."""
         near = store.best_nearby(ctx)
         if near is not None and self.space.is_valid(near.config):
             log.info("%s: serving %s from the nearest stored shape %s while tuning", self.name, near.config,
                      near.context.dims)
             return self._choice(near.config, "predicted")
+        pred = _theory_prediction(problem, self.space) if problem is not None else None
+        if pred is not None:
+            log.info("%s: serving the theory prediction %s while tuning (%s)", self.name, pred.config,
+                     pred.describe())
+            return self._choice(dict(pred.config), "predicted")
         first = seeds[0] if seeds else self.space.default()
         return self._choice(first, "predicted")
 
@@ -976,8 +994,14 @@ class Autotuner:
                     ev.warm = _parallel_warm(plan[1], args, kwargs)
                 baselines = {"configs": list(seeds)} if seeds and (budget.evaluations is None or
                                                                    budget.evaluations >= len(seeds)) else {}
+                seed_list = [Seed(s, "configs") for s in seeds]
+                if budget.evaluations is None or budget.evaluations > len(seeds):
+                    # room beyond the user's list: the theory store's prediction is the first bet
+                    pred = _theory_prediction(problem, self.space)
+                    if pred is not None and dict(pred.config) not in [dict(s) for s in seeds]:
+                        seed_list.insert(0, Seed(dict(pred.config), f"theory:{pred.rule.regime}"))
                 with Session(ev, strategy=self.strategy, seed=self.seed, options=self.strategy_options,
-                             budget=budget, seeds=[Seed(s, "configs") for s in seeds], store=store,
+                             budget=budget, seeds=seed_list, store=store,
                              toolchain=ctx.toolchain, batch_size=max(8, len(seeds)), judge=self.judge,
                              wait_timeout_s=self.wait_timeout_s) as session:
                     result = session.run(baselines=baselines)

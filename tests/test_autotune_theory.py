@@ -1,0 +1,33 @@
+"""The decorator's first bet on a missed key: the theory store's prediction, for a kernel of
+the user's with its own parameter names (roles inferred from BLOCK_SIZE_M, ...)."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+
+from abductune.autotune import _theory_prediction, space_from_configs  # noqa: E402
+from abductune.hardware import lookup  # noqa: E402
+from abductune.problem import Problem  # noqa: E402
+
+# a tutorial-style list, as users write it
+CONFIGS = [{"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8, "num_warps": w,
+            "num_stages": s}
+           for m, n, k, s, w in [(128, 256, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
+                                 (64, 128, 32, 4, 4), (32, 64, 32, 5, 2), (16, 64, 64, 4, 4)]]
+
+
+def test_a_users_matmul_gets_a_role_based_prediction():
+    space = space_from_configs(CONFIGS, "user_matmul")
+    assert space.by_role("tile:M") is not None and space.by_role("tile:K") is not None
+    decode = Problem("user_matmul", "matmul", {"M": 8, "N": 8192, "K": 4096}, {"a": "fp16", "b": "fp16"},
+                     hardware=lookup("H100-SXM"))
+    p = _theory_prediction(decode, space)
+    assert p is not None and space.is_valid(p.config)
+    assert p.config["BLOCK_SIZE_M"] == min(space["BLOCK_SIZE_M"].values)  # decode: the smallest M tile
+    big = Problem("user_matmul", "matmul", {"M": 8192, "N": 8192, "K": 8192}, {"a": "fp16", "b": "fp16"},
+                  hardware=lookup("H100-SXM"))
+    q = _theory_prediction(big, space)
+    assert q is not None and q.config["BLOCK_SIZE_M"] * q.config["BLOCK_SIZE_N"] > \
+        p.config["BLOCK_SIZE_M"] * p.config["BLOCK_SIZE_N"]  # big shapes get big tiles
+    assert _theory_prediction(Problem("x", "other", {}), space) is None  # nothing applies: no bet
