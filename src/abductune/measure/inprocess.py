@@ -55,15 +55,7 @@ class Launch:
 
     def __call__(self) -> None:
         """One trial: Triton's `kernel_call`."""
-        self.before()
-        try:
-            self.run()
-        except Exception as e:
-            try:
-                self.after(e)
-            finally:
-                raise
-        self.after(None)
+        self.checked(lambda: None)
 
     def checked(self, check: Callable[[], str | None]) -> str | None:
         """One trial that inspects the outputs before the post hook restores anything."""
