@@ -295,10 +295,33 @@ class LiveEvaluator(Evaluator):
         self.timing: dict[str, float] = {}
         self.clocks = Clocks()
         self.clock_log: list[dict[str, Any]] = []
-        self.device = self.worker.request({"op": "setup", "kernel": self.spec.name,
-                                           "problem": problem.to_dict(), "seed": seed},
-                                          timeout=600).device
+        # the worker's start and setup (a process, torch, a CUDA context, the inputs) run in the
+        # background while the first batch compiles; the first benchmark waits for it
+        self.device = ""
+        self._setup_error: BaseException | None = None
+        setup = {"op": "setup", "kernel": self.spec.name, "problem": problem.to_dict(), "seed": seed}
+
+        def do_setup() -> None:
+            try:
+                self.device = self.worker.request(setup, timeout=600).device
+            except BaseException as e:  # noqa: BLE001 - re-raised where the worker is first needed
+                self._setup_error = e
+        import threading
+
+        self._setup_thread: threading.Thread | None = threading.Thread(target=do_setup, daemon=True,
+                                                                       name="abductune-bench-setup")
+        self._setup_thread.start()
         self._add("setup", t0)
+
+    def _ready(self) -> None:
+        """Wait for the background setup of the benchmark worker; raise what it raised."""
+        if self._setup_thread is not None:
+            t0 = time.perf_counter()
+            self._setup_thread.join()
+            self._setup_thread = None
+            self._add("setup_wait", t0)
+        if self._setup_error is not None:
+            raise self._setup_error
 
     def _add(self, phase: str, t0: float) -> float:
         dt = time.perf_counter() - t0
@@ -366,6 +389,7 @@ class LiveEvaluator(Evaluator):
         if self.early_stop and self.incumbent_ms is not None:
             opts["stop_above_ms"] = self.incumbent_ms * (1 + EARLY_STOP)
         try:
+            self._ready()
             r = self.worker.request({"op": "bench", "config": cfg, "opts": opts}, self.bench_timeout_s)
         except WorkerLost as e:
             return Measurement(status=e.status, error=e.error, bench_s=self.bench_timeout_s, **base)
@@ -392,6 +416,7 @@ class LiveEvaluator(Evaluator):
 
     def vendor_baseline(self) -> Measurement:
         """Time the torch implementation (cuBLAS for matmul) on the same inputs."""
+        self._ready()
         r = self.worker.request({"op": "bench", "config": None, "opts": self.opts}, self.bench_timeout_s)
         return Measurement({"impl": "torch"}, status=r.status, time_ms=r.time_ms, samples_ms=r.samples_ms,
                            bench_s=float(r.bench_s), error=r.error)
@@ -407,6 +432,7 @@ class LiveEvaluator(Evaluator):
             return self.evaluate(configs)
         t0 = time.perf_counter()
         try:
+            self._ready()
             r = self.worker.request({"op": "interleaved", "configs": configs, "rounds": rounds, "reps": 10},
                                     self.bench_timeout_s * len(configs))
         except WorkerLost as e:
@@ -424,6 +450,8 @@ class LiveEvaluator(Evaluator):
         return out
 
     def close(self) -> None:
+        if self._setup_thread is not None:
+            self._setup_thread.join(timeout=600)  # never close the worker under a setup in flight
         if self._own_worker:
             self.worker.close()
         if self._own_compiler:
