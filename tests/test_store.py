@@ -476,3 +476,13 @@ def test_killed_process_keeps_committed_measurements_and_run_is_unfinished(tmp_p
         s.put(ctx, Measurement({"i": n}, time_ms=1.0))  # the file is still writable
         s.finish_run(rid, "interrupted")
         assert s.unfinished_runs(ctx)[0].status == "interrupted"
+
+
+def test_claims_go_to_one_run_and_never_to_a_measured_config(store: Store, ctx: Context, space: Space):
+    a, b, done = (dict(c) for c in space.valid_configs()[:3])
+    store.put(ctx, Measurement(done, time_ms=1.0))  # measured by someone since a memo was read
+    assert store.claim(ctx, [a, b, done], run_id=1) == [True, True, False]
+    assert store.claim(ctx, [a, b], run_id=2) == [False, False]  # held by a live process (this one)
+    assert store.claim(ctx, [a], run_id=1) == [True]  # a run may re-claim its own
+    store.release(ctx, [a])
+    assert store.claim(ctx, [a], run_id=2) == [True]

@@ -123,17 +123,3 @@ class Measurement:
                    spills=d.get("spills"), smem_bytes=d.get("smem_bytes"), error=d.get("error", ""),
                    extra=extra, frac_peak_flops=fpf, frac_peak_bw=fpb)
 
-
-def best_of(measurements: "list[Measurement] | tuple[Measurement, ...]") -> Measurement | None:
-    """The fastest ok measurement (ties: the first), or None."""
-    best = None
-    for m in measurements:
-        if m.ok and (best is None or m.objective < best.objective):
-            best = m
-    return best
-
-
-def geomean(xs: "list[float] | tuple[float, ...]") -> float | None:
-    """Geometric mean of positive finite numbers (others skipped); None when none."""
-    vals = [math.log(x) for x in xs if x is not None and x > 0 and math.isfinite(x)]
-    return math.exp(sum(vals) / len(vals)) if vals else None

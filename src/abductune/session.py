@@ -154,10 +154,6 @@ class Session:
             self._add_time("measure", t0)
             return self._put(ms, kind)
         mine = self.store.claim(self.context, configs, self.run_id) if self.share else [True] * len(configs)
-        if self.share:  # another process may have measured a config since our memo was read
-            for i, c in enumerate(configs):
-                if mine[i] and self.store.get(self.context, c) is not None:
-                    mine[i] = False
         todo = [c for c, m in zip(configs, mine) if m]
         t0 = time.perf_counter()
         got = self.evaluator.evaluate(todo) if todo else []
@@ -257,7 +253,7 @@ class Session:
             t0 = time.perf_counter()
             reuse = last if (last is not None and res.evaluations == 0 and last.winner_id is not None
                              and not self._new_baselines) else None
-            winner, runoff, noise = self.judge(res.history + res.remeasured, base, reuse_from=reuse)
+            winner, runoff, noise = self.judge(base, reuse_from=reuse)
             fresh = {config_key(m.config): m for m in runoff if m.ok}
             for name, b in base.items():  # report baselines as timed in the run-off, beside the winner
                 if b is not None and config_key(b.config) in fresh:
@@ -342,8 +338,7 @@ class Session:
         s = statistics.median(spreads) / 2 if spreads else 0.0
         return min(0.10, max(NOISE_FLOOR, s))
 
-    def judge(self, session_rows: Sequence[Measurement], baselines: Mapping[str, Measurement | None],
-              reuse_from: Any = None) -> tuple[Measurement | None, list[Measurement], float]:
+    def judge(self, baselines: Mapping[str, Measurement | None], reuse_from: Any = None) -> tuple[Measurement | None, list[Measurement], float]:
         """Pick the winner among every config measured for this problem (this run's answers,
         earlier runs, baselines): contenders within noise of the best are re-timed interleaved
         (kind "verify") when there are two or more; the fastest in that run-off wins."""

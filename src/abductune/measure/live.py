@@ -248,11 +248,19 @@ def close_shared() -> None:
 EARLY_STOP = 0.25
 
 
+def stop_above_ms(incumbent_ms: float | None, threshold: float = EARLY_STOP) -> float | None:
+    """The estimate past which a config is clearly slower than the incumbent (None: no
+    incumbent yet). The threshold is far above the run-to-run noise we measured (a few %), so
+    the true best is never cut (tests/test_live_policy.py checks it on the bundled data). The
+    benchmark worker applies it to the median of its first 3 runs."""
+    return None if incumbent_ms is None else incumbent_ms * (1 + threshold)
+
+
 def should_stop_early(estimate_ms: float, incumbent_ms: float | None, threshold: float = EARLY_STOP) -> bool:
     """Whether a config estimated at `estimate_ms` (median of a few runs) is clearly slower
-    than the incumbent. The threshold is far above the run-to-run noise we measured (a few %),
-    so the true best is never cut (tests/test_live_policy.py checks it on the bundled data)."""
-    return incumbent_ms is not None and estimate_ms > incumbent_ms * (1 + threshold)
+    than the incumbent: the rule the worker applies with `stop_above_ms`."""
+    limit = stop_above_ms(incumbent_ms, threshold)
+    return limit is not None and estimate_ms > limit
 
 
 class LiveEvaluator(Evaluator):
@@ -387,7 +395,7 @@ class LiveEvaluator(Evaluator):
             return Measurement(status=comp.status, error=comp.error, **base)
         opts = dict(self.opts)
         if self.early_stop and self.incumbent_ms is not None:
-            opts["stop_above_ms"] = self.incumbent_ms * (1 + EARLY_STOP)
+            opts["stop_above_ms"] = stop_above_ms(self.incumbent_ms)
         try:
             self._ready()
             r = self.worker.request({"op": "bench", "config": cfg, "opts": opts}, self.bench_timeout_s)

@@ -466,7 +466,9 @@ class Store:
     # -- claims: two processes tuning one problem measure each config once
     def claim(self, ctx: Context, configs: Sequence[Mapping[str, Any]], run_id: int) -> list[bool]:
         """Try to claim each config for `run_id`; True where this run should measure it. A
-        claim held by a dead process on this host, or older than an hour, is taken over."""
+        config that already has a row (another process measured it since this run read its
+        memo) is not claimed; a claim held by a dead process on this host, or older than an
+        hour, is taken over."""
         keys = [config_key(c) for c in configs]
         pid, now = os.getpid(), time.time()
 
@@ -474,6 +476,10 @@ class Store:
             cid = self._ensure_context(db, ctx)
             out = []
             for k in keys:
+                if db.execute("SELECT 1 FROM measurements WHERE context_id = ? AND config_key = ? LIMIT 1",
+                              (cid, k)).fetchone() is not None:
+                    out.append(False)
+                    continue
                 row = db.execute("SELECT run_id, pid, host, claimed FROM claims WHERE context_id = ? AND "
                                  "config_key = ?", (cid, k)).fetchone()
                 stale = row is not None and (row[0] == run_id or now - row[3] > 3600

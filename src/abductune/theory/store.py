@@ -35,9 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..classify import Classification, classify, tile_dim
+from ..classify import Classification, classify, next_pow2, tile_dim
 from ..errors import AbductuneError, InvalidSeed, SpaceError
 from ..hardware import HardwareInfo
+from ..heuristics.harvest import geomean
+from ..heuristics.observed import ANY, hardware_keys
 from ..problem import Problem
 from ..space import Config, Space
 
@@ -46,7 +48,6 @@ log = logging.getLogger(__name__)
 FORMAT = "abductune-theories"
 VERSION = 1
 DATA_DIR = Path(__file__).parent / "data"
-ANY = "*"
 ALL = "all"
 SUPPORT_TOLERANCE = 1.05  # a prediction within 5% of the optimum supports its rule
 MISSING_PENALTY = 3.0  # a config not measured for a problem counts as 3x its optimum
@@ -151,10 +152,6 @@ class Prediction:
 
 # ----------------------------------------------------------------------------- instantiation
 
-def _pow2ceil(v: int) -> int:
-    return 1 << max(0, int(v) - 1).bit_length()
-
-
 def _role_params(space: Space) -> dict[str, Any]:
     """role -> param, for roles held by exactly one parameter (the portable ones)."""
     counts: dict[str, int] = {}
@@ -191,7 +188,7 @@ def instantiate(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
                 if isinstance(form.value, (int, float)) and not isinstance(form.value, bool) else p.values[0]
         elif form.kind == "fit":
             d = tile_dim(role, cls)
-            partial[p.name] = _nearest_value(p, _pow2ceil(d)) if d else p.default_value()
+            partial[p.name] = _nearest_value(p, next_pow2(d)) if d else p.default_value()
         elif form.kind == "grid":
             grid.append((role, float(form.value)))
         elif form.kind == "par":
@@ -272,15 +269,8 @@ def forms_of(config: Mapping[str, Any], problem: Problem, space: Space,
 # ----------------------------------------------------------------------------- learning
 
 def _hardware_levels(hw: HardwareInfo | None) -> list[tuple[str, str]]:
-    from ..heuristics.observed import family_key
-
-    out = []
-    if hw is not None:
-        out.append(("name", hw.name))
-        if hw.family:
-            out.append(("family", family_key(hw)))
-    out.append(("any", ANY))
-    return out
+    """The observed database's lookup order (GPU name, family, any), each key with its level."""
+    return [("any" if k == ANY else "family" if k.startswith("family:") else "name", k) for k in hardware_keys(hw)]
 
 
 def _score(forms: Mapping[str, Form], group: Sequence[Any], cache: dict) -> list[float]:
@@ -302,10 +292,6 @@ def _score(forms: Mapping[str, Form], group: Sequence[Any], cache: dict) -> list
     return ratios
 
 
-def _geomean(xs: Sequence[float]) -> float:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else math.inf
-
-
 def _fit_group(group: Sequence[Any]) -> tuple[dict[str, Form], list[float]] | None:
     cache: dict = {}
     cands: list[dict[str, Form]] = []
@@ -323,9 +309,9 @@ def _fit_group(group: Sequence[Any]) -> tuple[dict[str, Form], list[float]] | No
         # floor holds wherever there is enough work; a constant tile only where it was seen)
         return sum(form.kind == "const" for r, form in f.items() if r.startswith("tile")) \
             - sum(form.kind == "par" and form.value[1] == FILL_FLOOR for form in f.values())
-    scored = sorted(((round(_geomean(_score(f, group, cache)), 4), specific(f), i) for i, f in enumerate(cands)))
+    scored = sorted(((round(geomean(_score(f, group, cache)), 4), specific(f), i) for i, f in enumerate(cands)))
     best = dict(cands[scored[0][2]])
-    best_g = _geomean(_score(best, group, cache))
+    best_g = geomean(_score(best, group, cache))
     pool: dict[str, list[Form]] = {}
     for f in cands:
         for r, form in f.items():
@@ -338,7 +324,7 @@ def _fit_group(group: Sequence[Any]) -> tuple[dict[str, Form], list[float]] | No
                 if best.get(role) == form:
                     continue
                 trial = {**best, role: form}
-                g = _geomean(_score(trial, group, cache))
+                g = geomean(_score(trial, group, cache))
                 if g < best_g * (1 - 1e-4) or (g <= best_g * (1 + 1e-4) and specific(trial) < specific(best)):
                     best, best_g, improved = trial, g, True
         if not improved:
@@ -384,7 +370,7 @@ def learn(observations: Iterable[Any], *, exclude: Problem | None = None,
             for k, v in o.classification().dims.items():
                 lo, hi = dims.get(k, [v, v])
                 dims[k] = [min(lo, v), max(hi, v)]
-        rules.append(TheoryRule(hw_key, kclass, regime, fam, forms, _geomean(ratios), max(ratios),
+        rules.append(TheoryRule(hw_key, kclass, regime, fam, forms, geomean(ratios), max(ratios),
                                 sum(r <= SUPPORT_TOLERANCE for r in ratios),
                                 sum(r > SUPPORT_TOLERANCE for r in ratios),
                                 [{"key": o.problem.key(), "kernel": o.problem.kernel, "dims": dict(o.problem.dims),
