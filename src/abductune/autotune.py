@@ -589,8 +589,8 @@ class Autotuner:
 
     Compatible attributes: `fn`, `base_fn`, `arg_names`, `configs`, `keys`, `cache` (key ->
     Choice), `best_config` (a triton.Config), `configs_timings`, `bench_time`, `nargs`.
-    Added: `stats` (tunes, store hits, predictions, evaluations), `last_result` (the last
-    SessionResult), `wait()` (join background tunes)."""
+    Added: `stats` (tunes, store hits, predictions, evaluations the budget counted, re-timings
+    on top), `last_result` (the last SessionResult), `wait()` (join background tunes)."""
 
     def __init__(self, fn: Any, arg_names: Sequence[str], configs: Sequence[Any] | None, key: Sequence[str],
                  reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
@@ -693,7 +693,10 @@ class Autotuner:
         self.configs_timings: dict[Any, Any] = {}
         self.bench_time = 0.0
         self.nargs: dict[str, Any] | None = None
-        self.stats = {"tunes": 0, "store_hits": 0, "predicted": 0, "evaluations": 0, "waited_s": 0.0}
+        # evaluations: what the budget counted (as in `abductune tune`); retimed: the final
+        # run-off and the competing implementations, timed on top of it
+        self.stats = {"tunes": 0, "store_hits": 0, "predicted": 0, "evaluations": 0, "retimed": 0,
+                      "waited_s": 0.0}
         self.last_result: SessionResult | None = None
         self._lock = threading.RLock()
         self._threads: list[threading.Thread] = []
@@ -1016,7 +1019,8 @@ class Autotuner:
                     full[n].copy_(v)
         self.last_result = result
         self.stats["tunes"] += 1
-        self.stats["evaluations"] += ev.calls
+        self.stats["evaluations"] += result.evaluations
+        self.stats["retimed"] += len(result.runoff) + len(todo)
         self.bench_time = time.perf_counter() - t0
         self.configs_timings = {triton_config(m.config): list(m.samples_ms) or [m.objective]
                                 for m in result.history if "impl" not in m.config}
