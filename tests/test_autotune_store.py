@@ -81,7 +81,11 @@ def test_two_processes_missing_one_key_agree_on_one_winner(tmp_path: Path):
     with Store(store) as s:
         ctx = s.runs()[0].context
         rows = s.measurements(ctx)
-        assert len(rows) == 3 and len({json.dumps(m.config, sort_keys=True) for m in rows}) == 3
+        # three configs measured once between them; a run-off (kind verify) may re-time some
+        measured = [m for m in rows if m.kind != "verify"]
+        keys = lambda ms: {json.dumps(m.config, sort_keys=True) for m in ms}  # noqa: E731
+        assert len(measured) == 3 and len(keys(measured)) == 3
+        assert keys(rows) == keys(measured)
         [winner] = [r for r in s.runs(ctx) if r.status == "done" and r.winner_id is not None][:1]
         assert s.by_id([winner.winner_id])[0].config == ra["winner"]
 
