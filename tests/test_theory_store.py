@@ -105,6 +105,46 @@ def test_forms_instantiate_by_role():
     assert instantiate(par, big, space)["BM"] == 256  # enough work: the tile stays big
 
 
+def test_warps_per_thread_follow_the_tile():
+    """A `per` form sizes warps to the tile: e tile elements per thread, so a row kernel whose
+    tile shrank to 1024 elements does not get the 16 warps a 16384-element tile wanted."""
+    space = Space([Pow2("BLOCK", 128, 16384, role="tile:R"), Choice("R", [1, 2, 4], role="tile:X"),
+                   Pow2("nw", 1, 16, role="warps")])
+    forms = {"tile:R": Form("fit"), "tile:X": Form("const", 1), "warps": Form("per", 32)}
+    wide = Problem("sm", "row_reduction", {"rows": 4096, "cols": 16384}, {"x": "fp16"}, hardware=H100)
+    narrow = Problem("sm", "row_reduction", {"rows": 4096, "cols": 1024}, {"x": "fp16"}, hardware=H100)
+    assert instantiate(forms, wide, space)["nw"] == 16  # 16384 / (32 * 32)
+    assert instantiate(forms, narrow, space)["nw"] == 1  # 1024 / (32 * 32)
+    assert "per thread" in Form("per", 32).describe("warps")
+
+
+def test_a_rule_that_covers_the_shape_beats_one_that_extrapolates():
+    """Within one hardware level the regime rule comes first, unless it would extrapolate
+    further than the broader rule: a regime learned on big shapes says little about a small one."""
+    from abductune.theory.store import TheoryRule
+
+    space = Space([Pow2("BM", 16, 256, role="tile:M"), Pow2("BN", 16, 256, role="tile:N"),
+                   Pow2("BK", 16, 128, role="tile:K")])
+    small = Problem("mm", "matmul", {"M": 1024, "N": 1024, "K": 1024}, {"a": "fp16"}, hardware=H100)
+    from abductune.classify import classify
+
+    regime = classify(small, space).fallback
+    tile = lambda v: {"tile:M": Form("const", v), "tile:N": Form("const", v), "tile:K": Form("const", 32)}  # noqa: E731
+    specific = TheoryRule("H100-SXM", "matmul", regime, "fp16", tile(256),
+                          dims_range={"M": [8192, 16384], "N": [8192, 16384], "K": [1024, 4096]})
+    broad = TheoryRule("H100-SXM", "matmul", "all", "fp16", tile(64),
+                       dims_range={"M": [512, 16384], "N": [512, 16384], "K": [512, 4096]})
+    p = TheoryBook([specific, broad]).predict(small, space)
+    assert p is not None and p.rule is broad and p.config["BM"] == 64 and not p.extrapolates
+    inside = Problem("mm", "matmul", {"M": 8192, "N": 8192, "K": 2048}, {"a": "fp16"}, hardware=H100)
+    assert classify(inside, space).fallback == regime  # both cover it: the specific rule wins
+    assert TheoryBook([specific, broad]).predict(inside, space).rule is specific
+    # a rule for this very GPU beats a covering one learned on any GPU
+    anywhere = TheoryRule("*", "matmul", "all", "fp16", tile(32),
+                          dims_range={"M": [16, 65536], "N": [16, 65536], "K": [16, 65536]})
+    assert TheoryBook([specific, anywhere]).predict(small, space).rule is specific
+
+
 def test_book_round_trips_and_refuses_garbage(tmp_path: Path, matmul_obs):
     book = learn(matmul_obs[:4])
     path = book.save(tmp_path / "t.json")

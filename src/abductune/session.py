@@ -229,7 +229,7 @@ class Session:
                                                            kinds=("search", "seed", "remeasure")))
         remaining = self.budget.minus(spent, spent_s)
         memo = store.memo(ctx, self.space)
-        knowledge = Knowledge(history=store.measurements(ctx))
+        knowledge = Knowledge(history=store.measurements(ctx), theory_evidence=store.theory_evidence(ctx))
         last = charged[-1] if charged else None
         options = {**self.options, "seed": self.strategy.seed,
                    "budget": [self.budget.evaluations, self.budget.seconds]}
@@ -278,6 +278,7 @@ class Session:
                    "winner_ms": winner.time_ms if winner is not None else None,
                    "seeds": [{"config": s.config, "source": s.source} for s in self.seeds],
                    "runoff_ids": [m.id for m in runoff], "events": res.events}
+        store.add_theory_evidence(ctx, verdict_tallies(res.events), self.run_id)
         store.finish_run(self.run_id, "done", winner_id=winner.id if winner else None, summary=summary)
         return result
 
@@ -377,6 +378,18 @@ class Session:
         if not ok:
             return pick(ranked[0]), runoff, noise
         return min(ok, key=lambda m: m.objective), runoff, noise
+
+
+def verdict_tallies(events: Sequence[Mapping[str, Any]]) -> dict[str, list[int]]:
+    """theory -> [supported, refuted, neutral] over a run's verdict events (what the next run
+    on a problem of the same class starts its credibility from)."""
+    out: dict[str, list[int]] = {}
+    for e in events:
+        if e.get("event") == "verdict" and e.get("theory"):
+            t = out.setdefault(str(e["theory"]), [0, 0, 0])
+            outcome = e.get("outcome")
+            t[0 if outcome == "supported" else 1 if outcome in ("refuted", "failed") else 2] += 1
+    return out
 
 
 def _clock_summary(log: list[dict[str, Any]] | None) -> dict[str, Any] | None:

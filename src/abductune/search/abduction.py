@@ -31,8 +31,8 @@ The loop, one small batch at a time:
    every batch from the start. The strategy never ends before its budget unless the whole
    space is measured (a TPE proposal it has seen is replaced by a random unmeasured config).
 
-Every step is logged through `ctx.log` ("observe", "hypothesis", "test", "verdict", "move",
-"fallback"), citing measurement ids where the evaluator's store set them, so `explain` can
+Every step is logged through `ctx.log` ("prior", "observe", "hypothesis", "test", "verdict",
+"move", "fallback"), citing measurement ids where the evaluator's store set them, so `explain` can
 print which measurement supported or refuted which hypothesis.
 """
 from __future__ import annotations
@@ -273,6 +273,11 @@ class _Engine:
         self._note(ctx.history)
         for m in ctx.history:
             self._pool(m.config)
+        if ctx.knowledge.theory_evidence:  # what earlier runs on this class and GPU showed
+            self.ledger.set_priors(ctx.knowledge.theory_evidence)
+            ctx.log("prior", reason="credibility from earlier runs of this kernel class on this GPU",
+                    evidence={k: list(v) for k, v in sorted(ctx.knowledge.theory_evidence.items())},
+                    credibility={k: round(self.ledger.credibility(k), 3) for k in sorted(self.ledger.priors)})
         self.inc = self._best()
         self.generic = not self._can_explain()
         if self.generic:

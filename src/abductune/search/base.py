@@ -86,6 +86,8 @@ class Knowledge:
 
     history: list[Measurement] = field(default_factory=list)
     seeds: list[Seed] = field(default_factory=list)
+    # theory -> (supported, refuted, neutral) over earlier runs of this kernel class and GPU
+    theory_evidence: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
 
 class SearchContext:

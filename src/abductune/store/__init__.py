@@ -114,6 +114,9 @@ def _classification(problem_like: Mapping[str, Any]) -> dict[str, str]:
 
 # ----------------------------------------------------------------------------- records
 
+EVIDENCE_RUNS = 50  # run ids kept as provenance of a theory's evidence
+
+
 @dataclass(frozen=True)
 class Context:
     """What measurements are of. Identity: kernel, source_hash, space_fingerprint,
@@ -649,6 +652,50 @@ class Store:
                 out.append(d)
             return out
         return self._read(body)
+
+    # -- theory evidence: verdicts of earlier runs, per theory, class, GPU and dtype family
+    def add_theory_evidence(self, ctx: Context, tallies: Mapping[str, Sequence[int]],
+                            run_id: int | None = None) -> None:
+        """Add one run's verdict counts (theory -> (supported, refuted, neutral)) to the
+        running totals for the context's kernel class, GPU and dtype family (one transaction,
+        so concurrent runs add up rather than overwrite each other)."""
+        kclass = ctx.kernel_class or ctx.kernel
+        dfam = ctx.classification.get("dtype_family", "")
+        rows = []
+        for name, counts in sorted(tallies.items()):
+            s_, r_, n_ = (int(c) for c in (list(counts) + [0, 0, 0])[:3])
+            if s_ + r_ + n_ == 0:
+                continue
+            tid = "evidence:" + hashlib.sha256(_dumps([kclass, ctx.hardware, dfam, name]).encode()).hexdigest()[:16]
+            rows.append((tid, name, s_, r_, n_))
+
+        def body(db: sqlite3.Connection) -> None:
+            for tid, name, s_, r_, n_ in rows:
+                old = db.execute("SELECT support, refute, extra, provenance FROM theories WHERE id = ?",
+                                 (tid,)).fetchone()
+                extra = json.loads(old[2]) if old else {"kind": "evidence"}
+                prov = json.loads(old[3]) if old else {"runs": []}
+                extra["neutral"] = int(extra.get("neutral", 0)) + n_
+                if run_id is not None:
+                    prov["runs"] = (list(prov.get("runs", [])) + [run_id])[-EVIDENCE_RUNS:]
+                db.execute("INSERT OR REPLACE INTO theories (id, kernel_class, regime, dtype_family, "
+                           "hardware_family, rule, support, refute, provenance, extra, updated) "
+                           "VALUES (?, ?, '{}', ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (tid, kclass, dfam, ctx.hardware, _dumps({"theory": name}),
+                            (old[0] if old else 0) + s_, (old[1] if old else 0) + r_, _dumps(prov),
+                            _dumps(extra), time.time()))
+        if rows:
+            self._write(body)
+
+    def theory_evidence(self, ctx: Context) -> dict[str, tuple[int, int, int]]:
+        """theory -> (supported, refuted, neutral) over earlier runs of the context's kernel
+        class on its GPU and dtype family ({} when none)."""
+        out: dict[str, tuple[int, int, int]] = {}
+        for t in self.theories(kernel_class=ctx.kernel_class or ctx.kernel, hardware_family=ctx.hardware,
+                               dtype_family=ctx.classification.get("dtype_family", "")):
+            if t.get("kind") == "evidence" and isinstance(t.get("rule"), dict) and "theory" in t["rule"]:
+                out[t["rule"]["theory"]] = (int(t["support"]), int(t["refute"]), int(t.get("neutral", 0)))
+        return out
 
     def delete_theory(self, theory_id: str) -> bool:
         return self._write(lambda db: db.execute("DELETE FROM theories WHERE id = ?",

@@ -21,14 +21,17 @@ run-to-run noise, which sample spread within one run underestimates. Estimates p
 observation of a config (log-mean), so a re-measured config is known better than a fresh one.
 
 `Ledger` keeps, per theory, support / refute / neutral counts and the measurement ids behind
-each verdict, so `explain` can cite what confirmed what. Pure bookkeeping: nothing here measures.
+each verdict, so `explain` can cite what confirmed what; `set_priors` starts the credibility
+of each theory from the verdicts of earlier runs on problems of the same class and hardware
+(the Session reads them from the store), scaled to a few tests' worth. Pure bookkeeping:
+nothing here measures.
 """
 from __future__ import annotations
 
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..errors import AbductuneError
 from ..measurement import Measurement
@@ -112,7 +115,14 @@ class Tally:
     def credibility(self) -> float:
         """Posterior mean of 'this theory's next prediction holds' under a uniform prior
         (Laplace's rule); neutral outcomes count half a failure (no gain is a miss, not a loss)."""
-        return (self.supported + 1.0) / (self.supported + self.refuted + 0.5 * self.neutral + 2.0)
+        return credibility(self.supported, self.refuted, self.neutral)
+
+
+def credibility(supported: float, refuted: float, neutral: float) -> float:
+    return (supported + 1.0) / (supported + refuted + 0.5 * neutral + 2.0)
+
+
+PRIOR_WEIGHT = 4.0  # verdicts of earlier runs count as at most this many tests of this run
 
 
 class Ledger:
@@ -129,6 +139,19 @@ class Ledger:
         self._obs: dict[tuple, _Observed] = {}
         self.verdicts: list[Verdict] = []
         self.tallies: dict[str, Tally] = {}
+        self.priors: dict[str, tuple[float, float, float]] = {}  # theory -> pseudo-counts
+
+    def set_priors(self, tallies: Mapping[str, Sequence[float]], weight: float = PRIOR_WEIGHT) -> None:
+        """Start each theory's credibility from earlier runs' verdicts (supported, refuted,
+        neutral), scaled down to at most `weight` tests in all: what other problems of the
+        class showed ranks the first hypotheses, and a few verdicts on this one override it."""
+        self.priors = {}
+        for name, counts in tallies.items():
+            s, r, n = (float(c) for c in (list(counts) + [0, 0, 0])[:3])
+            total = s + r + n
+            if total > 0:
+                f = min(1.0, weight / total)
+                self.priors[name] = (s * f, r * f, n * f)
 
     # -- observations
     def observe(self, m: Measurement) -> None:
@@ -252,7 +275,9 @@ class Ledger:
         return v
 
     def credibility(self, theory: str) -> float:
-        return self.tallies.get(theory, Tally()).credibility
+        t = self.tallies.get(theory, Tally())
+        ps, pr, pn = self.priors.get(theory, (0.0, 0.0, 0.0))
+        return credibility(t.supported + ps, t.refuted + pr, t.neutral + pn)
 
     def summary(self) -> dict[str, dict[str, Any]]:
         """Per theory: counts and the ids that support or refute it (for the run journal)."""

@@ -13,7 +13,11 @@ matmul "small_m" for M <= 64, or "all"), dtype family. Its body gives each role 
   GPU: parallelism, not a size, is what transfers between shapes and GPUs;
 - `par (v, t)`: the tile is v, halved (largest grid tile first) until the grid launches at
   least t programs per SM: big tiles where there is work enough, smaller ones where a big
-  tile would leave SMs idle (few tiles, long K).
+  tile would leave SMs idle (few tiles, long K);
+- `per e` (warps): as many warps as give each thread about e tile elements (the product of
+  the tile sizes over the block's threads): what a thread holds in registers is what
+  transfers, so a rule learned on big tiles does not put 16 warps on a tile a smaller shape
+  shrank to 1024 elements.
 
 `learn(observations)` builds rules from measured problems: candidates are the top configs of
 every problem of a group re-expressed in these forms, each instantiated on every problem of
@@ -86,6 +90,8 @@ class Form:
             return f"{role} sized for ~{self.value:g} programs/SM"
         if self.kind == "par":
             return f"{role}={self.value[0]}, smaller until >= {self.value[1]:g} programs/SM"
+        if self.kind == "per":
+            return f"{role} for ~{self.value:g} tile elements per thread"
         return f"{role}={self.value}"
 
 
@@ -225,8 +231,26 @@ def instantiate(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
             if d < best_d - 1e-9:
                 best, best_d = v, d
         if best is not None:
-            cfg = realize(space, {**partial, p.name: best}, problem, cls=cls)
+            partial[p.name] = best
+            cfg = realize(space, partial, problem, cls=cls)
+    for role, form in rule_forms.items():  # warps last: they follow the tiles chosen above
+        p = params.get(role)
+        elems = tile_elements(problem, space, cfg)
+        if form.kind == "per" and p is not None and elems and hw is not None and hw.warp_size:
+            partial[p.name] = _nearest_value(p, elems / (hw.warp_size * float(form.value)))
+            cfg = realize(space, partial, problem, cls=cls)
     return cfg
+
+
+def tile_elements(problem: Problem, space: Space, config: Mapping[str, Any]) -> int | None:
+    """Product of the config's tile sizes (what one program holds or streams per step), or
+    None when the space has no tile the problem names."""
+    from .diagnose import tiled_dims
+
+    tiles = tiled_dims(problem, space)
+    if not tiles:
+        return None
+    return math.prod(int(config[name]) for name, _, _ in tiles.values())
 
 
 def forms_of(config: Mapping[str, Any], problem: Problem, space: Space,
@@ -239,6 +263,11 @@ def forms_of(config: Mapping[str, Any], problem: Problem, space: Space,
     params = _role_params(space)
     base = {role: Form("const", config[p.name]) for role, p in params.items() if p.name in config}
     out = [base]
+    hw = problem.hardware
+    elems = tile_elements(problem, space, config)
+    warps = config.get(params["warps"].name) if "warps" in params else None
+    if elems and isinstance(warps, int) and warps > 0 and hw is not None and hw.warp_size:
+        out.append({**base, "warps": Form("per", round(elems / (hw.warp_size * warps), 3))})
     fit = dict(base)
     tiles = tiled_dims(problem, space)
     for role, (name, dim, _) in tiles.items():
@@ -246,7 +275,6 @@ def forms_of(config: Mapping[str, Any], problem: Problem, space: Space,
             fit[role] = Form("fit")
     if fit != base:
         out.append(fit)
-    hw = problem.hardware
     grid_roles = [(dim, role) for role, (name, dim, red) in tiles.items() if not red and role in params]
     programs, _ = grid_tiles(problem, space, config)
     if grid_roles and programs and hw is not None and hw.sms:
@@ -306,8 +334,9 @@ def _fit_group(group: Sequence[Any]) -> tuple[dict[str, Form], list[float]] | No
 
     def specific(f: Mapping[str, Form]) -> int:
         # among rules that fit the group equally, prefer the one that says why (a parallelism
-        # floor holds wherever there is enough work; a constant tile only where it was seen)
-        return sum(form.kind == "const" for r, form in f.items() if r.startswith("tile")) \
+        # floor holds wherever there is enough work, warps sized to the tile follow it when it
+        # shrinks; a constant tile or warp count only where it was seen)
+        return sum(form.kind == "const" for r, form in f.items() if r.startswith("tile") or r == "warps") \
             - sum(form.kind == "par" and form.value[1] == FILL_FLOOR for form in f.values())
     scored = sorted(((round(geomean(_score(f, group, cache)), 4), specific(f), i) for i, f in enumerate(cands)))
     best = dict(cands[scored[0][2]])
@@ -411,10 +440,18 @@ class TheoryBook:
         return out
 
     def predict(self, problem: Problem, space: Space, *, exclude: Problem | None = None) -> Prediction | None:
-        """The first applicable rule instantiated on (problem, space), or None."""
+        """The applicable rule that extrapolates least, instantiated on (problem, space), or
+        None. Rules are tried in lookup order (nearest hardware level first; within it the
+        shape's regime before "all"); within one hardware level, a rule whose learned dims
+        cover the shape beats a more specific one that would extrapolate (a regime learned on
+        large shapes says little about a shape outside it, the broader rule may have seen one)."""
         cls = classify(problem, space)
-        for level, rule in self.candidates(problem, space, exclude=exclude):
-            params = _role_params(space)
+        params = _role_params(space)
+        best: tuple[tuple[int, float, int], Prediction] | None = None
+        levels = {"name": 0, "family": 1, "any": 2}
+        for order, (level, rule) in enumerate(self.candidates(problem, space, exclude=exclude)):
+            if best is not None and levels[level] > best[0][0]:
+                break  # a nearer hardware level already has an applicable rule
             if not any(r in params for r in rule.forms):
                 continue
             try:
@@ -423,10 +460,12 @@ class TheoryBook:
                 log.debug("rule %s does not fit %s: %s", rule.key, problem.kernel, e)
                 continue
             reasons = []
+            octaves = 0.0  # how far outside its learned dims, in powers of two
             for k, v in cls.dims.items():
                 lo, hi = rule.dims_range.get(k, [v, v])
                 if v < lo or v > hi:
                     reasons.append(f"{k}={v} outside the {lo}..{hi} it was learned on")
+                    octaves += abs(math.log2(max(v, 1) / max(lo if v < lo else hi, 1)))
             if level != "name":
                 reasons.append(f"learned on {rule.hardware}, applied to "
                                f"{problem.hardware.name if problem.hardware else 'unknown hardware'}")
@@ -434,8 +473,11 @@ class TheoryBook:
             if missing:
                 reasons.append(f"roles {', '.join(missing)} absent from this space")
             conf = rule.confidence * (1.0 if level == "name" else 0.8 if level == "family" else 0.6)
-            return Prediction(cfg, rule, level, round(conf, 3), bool(reasons), tuple(reasons))
-        return None
+            pred = Prediction(cfg, rule, level, round(conf, 3), bool(reasons), tuple(reasons))
+            rank = (levels[level], round(octaves, 1), order)
+            if best is None or rank < best[0]:
+                best = (rank, pred)
+        return best[1] if best is not None else None
 
     # -- serialisation
     def to_dict(self) -> dict[str, Any]:
