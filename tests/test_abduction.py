@@ -172,7 +172,7 @@ def test_latin_hypercube_covers_every_parameter_with_valid_distinct_configs():
 
 # ------------------------------------------------------------------------------ item 7: fair replay
 
-@pytest.mark.parametrize("name", ["coordesc", "pattern"])
+@pytest.mark.parametrize("name", ["coordesc", "pattern", "beam"])
 def test_local_searches_restart_and_spend_the_whole_budget(name):
     ev = FakeEvaluator(SPACE)
     stops = run(make_strategy(name, seed=1), FakeEvaluator(SPACE), Budget(evaluations=300))
@@ -202,7 +202,7 @@ class Recorded(Strategy):
             ms = yield batch
 
 
-@pytest.mark.parametrize("name", ["coordesc", "pattern"])
+@pytest.mark.parametrize("name", ["coordesc", "pattern"])  # beam: every seed is in its first beam
 def test_restarts_start_from_the_other_seeds_first(name):
     seeds = [{"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_K": 16, "num_warps": 2, "num_stages": 1},
              {"BLOCK_M": 256, "BLOCK_N": 64, "BLOCK_K": 128, "num_warps": 8, "num_stages": 1}]

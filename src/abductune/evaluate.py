@@ -152,7 +152,8 @@ def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence
 
 
 # Fair replay: local searches restart from random configs instead of stopping with budget left.
-FAIR_REPLAY_OPTIONS: dict[str, dict[str, Any]] = {"coordesc": {"restarts": True}, "pattern": {"restarts": True}}
+FAIR_REPLAY_OPTIONS: dict[str, dict[str, Any]] = {"coordesc": {"restarts": True}, "pattern": {"restarts": True},
+                                                   "beam": {"restarts": True}}
 
 
 def _best_so_far(rows: Sequence[Any], ev: ReplayEvaluator,
