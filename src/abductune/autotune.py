@@ -18,7 +18,9 @@ cache_results, warmup/rep); in addition:
   only the list (with a list only and no budget, the list is measured, as Triton does);
 - `reference=` rejects configs with wrong outputs; `implementations=` lets torch / cuBLAS /
   another kernel compete per key; `on_miss="predict"` serves a stored neighbour's winner at
-  once and tunes in a background thread.
+  once and tunes in a background thread; `isolate=True` measures in a restartable worker
+  process, so a config that crashes or hangs is a failed measurement, not a dead caller
+  (measure/isolated.py).
 
 Where things happen (a reader should not need another file to follow the mechanism):
 `Autotuner.run` builds the in-memory key and launches (the hit path, one dict lookup);
@@ -47,6 +49,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import AbductuneError
 from .hardware import HardwareInfo
+from .measure.base import Evaluator
 from .measure.inprocess import InProcessEvaluator, Launch, bench_timer, wall_clock_bench
 from .measurement import Measurement
 from .problem import Problem
@@ -604,7 +607,8 @@ class Autotuner:
                  reference_tol: float | None = None, on_miss: str = "tune", store: Any = None,
                  implementations: Mapping[str, Callable] | None = None, timer: Callable | None = None,
                  compile: str = "auto", judge: bool = True, name: str | None = None,
-                 kernel_class: str | None = None, wait_timeout_s: float = 3600.0):
+                 kernel_class: str | None = None, wait_timeout_s: float = 3600.0, isolate: bool = False,
+                 isolate_timeout_s: float = 120.0):
         import triton
 
         self.fn = fn
@@ -628,6 +632,11 @@ class Autotuner:
                                  "prediction at once and tune in the background)")
         if compile not in ("auto", "serial", "parallel"):
             raise AbductuneError(f"compile={compile!r}: use 'auto', 'parallel' or 'serial'")
+        if not isinstance(isolate, bool):
+            raise AbductuneError(f"isolate={isolate!r}: use True (measure in a worker process) or False")
+        if isinstance(isolate_timeout_s, bool) or not isinstance(isolate_timeout_s, (int, float)) \
+                or not isolate_timeout_s > 0:
+            raise AbductuneError(f"isolate_timeout_s={isolate_timeout_s!r}: seconds per config, a number > 0")
         self.name = name or self.base_fn.__name__
         self.kernel_class = kernel_class
         self.on_miss = on_miss
@@ -645,6 +654,9 @@ class Autotuner:
         self.compile = compile
         self.judge = judge
         self.wait_timeout_s = wait_timeout_s
+        self.isolate = isolate
+        self.isolate_timeout_s = float(isolate_timeout_s)
+        self._isolatable = False  # checked at the first key that must be tuned
 
         # hooks: Triton's semantics (a user hook replaces the default one)
         self.user_defined_pre_hook = pre_hook is not None
@@ -847,6 +859,11 @@ class Autotuner:
                 self.cache[key] = choice
                 return choice
             log.info("%s: key %s missed: %s", self.name, key, why)
+            if self.isolate and not self._isolatable:  # in the caller, before any (background) tune
+                from .measure.isolated import worker_spec
+
+                worker_spec(self)
+                self._isolatable = True
             if self.on_miss == "predict":
                 choice = self._predict(store, ctx, seeds, problem)
                 self.stats["predicted"] += 1
@@ -989,6 +1006,7 @@ class Autotuner:
             nargs = dict(zip(self.arg_names, args))
             full = {**nargs, **kwargs}
             saved = {n: full[n].clone() for n in self.restore_value if full.get(n) is not None}
+            ev = None
             try:
                 ev = self._evaluator(problem, args, kwargs, nargs, saved)
                 plan = self._compile_plan()
@@ -1013,6 +1031,8 @@ class Autotuner:
                         session.measure(todo, "baseline")
                         store.release(ctx, todo)
             finally:
+                if ev is not None:
+                    ev.close()  # an isolated evaluator's worker ends here
                 # Triton resets reset_to_zero after tuning; restore_value is restored as well
                 self.pre_hook({**full}, reset_only=True)
                 for n, v in saved.items():
@@ -1038,8 +1058,21 @@ class Autotuner:
         return choice
 
     def _evaluator(self, problem: Problem, args: tuple, kwargs: dict, nargs: dict[str, Any],
-                   saved: Mapping[str, Any]) -> InProcessEvaluator:
-        """The caller's call as an evaluator: one Launch per config, the hooks around it."""
+                   saved: Mapping[str, Any]) -> Evaluator:
+        """The caller's call as an evaluator: one Launch per config, the hooks around it
+        (with isolate=True, the same built in a worker process on copies of the arguments)."""
+        prune: Callable[[Config], str | None] | None = None
+        if self.early_config_prune is not None:
+            def user_prune(cfg: Config) -> str | None:
+                if "impl" in cfg or any(cfg == d for d in self._list):
+                    return None  # the list was pruned before it became the seeds
+                kept = self.early_config_prune([triton_config(cfg)], dict(nargs), **kwargs)
+                return None if kept else "early_config_prune rejected it"
+            prune = user_prune
+        if self.isolate:
+            from .measure.isolated import evaluator_for
+
+            return evaluator_for(self, problem, args, kwargs, nargs, prune)
         call_kw = {k: v for k, v in kwargs.items() if k not in _LAUNCH_KW}
 
         def launch(cfg: Config) -> Launch:
@@ -1074,15 +1107,6 @@ class Autotuner:
                         return why
                 return None
             check = compare
-
-        prune: Callable[[Config], str | None] | None = None
-        if self.early_config_prune is not None:
-            def user_prune(cfg: Config) -> str | None:
-                if "impl" in cfg or any(cfg == d for d in self._list):
-                    return None  # the list was pruned before it became the seeds
-                kept = self.early_config_prune([triton_config(cfg)], dict(nargs), **kwargs)
-                return None if kept else "early_config_prune rejected it"
-            prune = user_prune
         timer, retimer = self._timers()
         return InProcessEvaluator(problem, self.space, launch, timer, check=check, prune=prune,
                                   remeasure_timer=retimer, verbose=_printing())
@@ -1192,7 +1216,10 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
     `store` (a path or a Store; default $ABDUCTUNE_STORE or the user cache dir),
     `implementations` ({name: callable(*args, **kwargs)} competing with the kernel), `timer`
     (config, launch -> ms; for tests), `compile` ("auto", "parallel", "serial"), `judge`
-    (re-time close contenders, default True), `name`, `kernel_class`, `wait_timeout_s`.
+    (re-time close contenders, default True), `name`, `kernel_class`, `wait_timeout_s`,
+    `isolate` (measure in a worker process that a crashing config may kill; the kernel and
+    every callable option must be importable module-level names), `isolate_timeout_s`
+    (seconds a config may take there before it counts as a timeout; default 120).
     """
     def decorator(fn: Any) -> Autotuner:
         arg_names = getattr(fn, "arg_names", None)
