@@ -31,3 +31,39 @@ def test_a_users_matmul_gets_a_role_based_prediction():
     assert q is not None and q.config["BLOCK_SIZE_M"] * q.config["BLOCK_SIZE_N"] > \
         p.config["BLOCK_SIZE_M"] * p.config["BLOCK_SIZE_N"]  # big shapes get big tiles
     assert _theory_prediction(Problem("x", "other", {}), space) is None  # nothing applies: no bet
+
+
+def test_the_observed_database_is_the_bet_where_no_theory_applies(tmp_path):
+    """A class the theory store has no rule for (say a vLLM MoE kernel whose tables were
+    imported into the observed database) is served the database's config on a missed key."""
+    import triton
+    import triton.language as tl
+
+    from abductune.autotune import Autotuner, _observed_prediction
+    from abductune.errors import AbductuneError
+    from abductune.heuristics.observed import Database, Rule, Template
+    from abductune.store import Context, Store
+
+    @triton.jit
+    def moe_kernel(x, M, N, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr):
+        pass
+
+    configs = [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n}) for m, n in [(16, 32), (64, 64), (32, 128)]]
+    db = Database([Rule(kernel_class="fused_moe", bucket="fallback:all", dtype_family="fp16",
+                        templates=[Template({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128})])])
+    k = Autotuner(moe_kernel, ["x", "M", "N"], configs, ["M", "N"], budget=8, database=db, on_miss="predict",
+                  kernel_class="fused_moe", store=str(tmp_path / "s.sqlite"))
+    problem = Problem("moe_kernel", "fused_moe", {"M": 64, "N": 1024}, {"x": "fp16"}, hardware=lookup("H100-SXM"))
+    assert _theory_prediction(problem, k.space) is None
+    seen = _observed_prediction(problem, k.space, db)
+    assert seen is not None and seen.config["BLOCK_SIZE_M"] == 64 and seen.config["BLOCK_SIZE_N"] == 128
+    with Store(tmp_path / "s.sqlite") as store:
+        choice = k._predict(store, Context.of(problem, k.space), k._list, problem)
+    assert choice.source == "predicted" and (choice.config["BLOCK_SIZE_M"], choice.config["BLOCK_SIZE_N"]) == (64, 128)
+    # without the rule: the list's first config, as before
+    k.database = Database()
+    with Store(tmp_path / "s.sqlite") as store:
+        first = k._predict(store, Context.of(problem, k.space), k._list, problem)
+    assert first.config["BLOCK_SIZE_M"] == 16
+    with pytest.raises(AbductuneError):  # a database path that does not exist fails at decoration
+        Autotuner(moe_kernel, ["x", "M", "N"], configs, ["M", "N"], database=tmp_path / "missing.json")

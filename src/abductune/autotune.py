@@ -543,6 +543,18 @@ def _theory_prediction(problem: Problem, space: Space) -> Any:
         return None
 
 
+def _observed_prediction(problem: Problem, space: Space, database: Any = None) -> Any:
+    """The observed database's config for this problem (a `Lookup`: rules harvested from
+    recorded bests, or imported from vLLM tables), or None; never raises."""
+    try:
+        from .heuristics.observed import load_database
+
+        return load_database(database).lookup(problem, space)
+    except Exception as e:  # noqa: BLE001
+        log.debug("no observed-database prediction for %s: %s", problem.kernel, e)
+        return None
+
+
 def _open_store(spec: Any) -> Store:
     """One Store per path per process (kernels share a connection)."""
     if isinstance(spec, Store):
@@ -608,7 +620,7 @@ class Autotuner:
                  implementations: Mapping[str, Callable] | None = None, timer: Callable | None = None,
                  compile: str = "auto", judge: bool = True, name: str | None = None,
                  kernel_class: str | None = None, wait_timeout_s: float = 3600.0, isolate: bool = False,
-                 isolate_timeout_s: float = 120.0):
+                 isolate_timeout_s: float = 120.0, database: Any = None):
         import triton
 
         self.fn = fn
@@ -656,6 +668,11 @@ class Autotuner:
         self.wait_timeout_s = wait_timeout_s
         self.isolate = isolate
         self.isolate_timeout_s = float(isolate_timeout_s)
+        self.database = database  # observed-heuristics database: a path, a Database, None (packaged)
+        if database is not None:
+            from .heuristics.observed import load_database
+
+            self.database = load_database(database)  # a bad path fails here, not at the first miss
         self._isolatable = False  # checked at the first key that must be tuned
 
         # hooks: Triton's semantics (a user hook replaces the default one)
@@ -970,7 +987,8 @@ class Autotuner:
         """What a missed key launches while it is tuned: the store's best config for the
         nearest shape of this kernel (same space, device, toolchain, dtypes, bucket group),
         else the theory store's zero-shot prediction for the kernel's class and regime, else
-        the first config of the list."""
+        the observed database's config (harvested bests, imported vLLM tables), else the
+        first config of the list."""
         near = store.best_nearby(ctx)
         if near is not None and self.space.is_valid(near.config):
             log.info("%s: serving %s from the nearest stored shape %s while tuning", self.name, near.config,
@@ -981,6 +999,11 @@ class Autotuner:
             log.info("%s: serving the theory prediction %s while tuning (%s)", self.name, pred.config,
                      pred.describe())
             return self._choice(dict(pred.config), "predicted")
+        seen = _observed_prediction(problem, self.space, self.database) if problem is not None else None
+        if seen is not None:
+            log.info("%s: serving the observed database's config %s while tuning (%s)", self.name, seen.config,
+                     seen.describe())
+            return self._choice(dict(seen.config), "predicted")
         first = seeds[0] if seeds else self.space.default()
         return self._choice(first, "predicted")
 
@@ -1021,6 +1044,10 @@ class Autotuner:
                     pred = _theory_prediction(problem, self.space)
                     if pred is not None and dict(pred.config) not in [dict(s) for s in seeds]:
                         seed_list.insert(0, Seed(dict(pred.config), f"theory:{pred.rule.regime}"))
+                    seen = _observed_prediction(problem, self.space, self.database)
+                    if seen is not None and dict(seen.config) not in [dict(s.config) for s in seed_list]:
+                        seed_list.insert(1 if pred is not None else 0, Seed(dict(seen.config),
+                                                                            f"observed:{seen.level}"))
                 with Session(ev, strategy=self.strategy, seed=self.seed, options=self.strategy_options,
                              budget=budget, seeds=seed_list, store=store,
                              toolchain=ctx.toolchain, batch_size=max(8, len(seeds)), judge=self.judge,
@@ -1219,7 +1246,8 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
     (re-time close contenders, default True), `name`, `kernel_class`, `wait_timeout_s`,
     `isolate` (measure in a worker process that a crashing config may kill; the kernel and
     every callable option must be importable module-level names), `isolate_timeout_s`
-    (seconds a config may take there before it counts as a timeout; default 120).
+    (seconds a config may take there before it counts as a timeout; default 120), `database`
+    (observed-heuristics database path or Database; default the packaged one).
     """
     def decorator(fn: Any) -> Autotuner:
         arg_names = getattr(fn, "arg_names", None)
