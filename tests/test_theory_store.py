@@ -145,6 +145,30 @@ def test_a_rule_that_covers_the_shape_beats_one_that_extrapolates():
     assert TheoryBook([specific, anywhere]).predict(small, space).rule is specific
 
 
+def test_extrapolating_a_dim_the_rule_does_not_read_matters_less():
+    """A small-M rule (M tile fits M, N tile sized by the grid, constant K tile) learned at
+    K = 4096 still applies at K = 14336: K only sets the loop length. Extrapolating M or N,
+    which its forms read, by a factor of 4 hands the shape to the broader rule instead."""
+    from abductune.theory.store import TheoryRule
+
+    space = Space([Pow2("BM", 16, 256, role="tile:M"), Pow2("BN", 16, 256, role="tile:N"),
+                   Pow2("BK", 16, 128, role="tile:K")])
+    from abductune.classify import classify
+
+    decode = Problem("mm", "matmul", {"M": 16, "N": 4096, "K": 14336}, {"a": "fp16"}, hardware=H100)
+    regime = classify(decode, space).fallback
+    forms = {"tile:M": Form("fit"), "tile:N": Form("grid", 0.5), "tile:K": Form("const", 128)}
+    small = TheoryRule("H100-SXM", "matmul", regime, "fp16", forms,
+                       dims_range={"M": [1, 64], "N": [4096, 14336], "K": [4096, 4096]})
+    broad = TheoryRule("H100-SXM", "matmul", "all", "fp16", {**forms, "tile:K": Form("const", 64)},
+                       dims_range={"M": [1, 16384], "N": [128, 16384], "K": [256, 16384]})
+    p = TheoryBook([small, broad]).predict(decode, space)
+    assert p.rule is small and p.extrapolates and any("K=14336" in r for r in p.reasons)
+    narrow = Problem("mm", "matmul", {"M": 16, "N": 1024, "K": 4096}, {"a": "fp16"}, hardware=H100)
+    assert classify(narrow, space).fallback == regime
+    assert TheoryBook([small, broad]).predict(narrow, space).rule is broad  # N read, 2 octaves out
+
+
 def test_book_round_trips_and_refuses_garbage(tmp_path: Path, matmul_obs):
     book = learn(matmul_obs[:4])
     path = book.save(tmp_path / "t.json")

@@ -315,26 +315,32 @@ def tile_dim(role: str | None, cls: Classification) -> int | None:
     """The problem dim a tile parameter of `role` covers, None when not known.
     tile:M/N/K -> M/N/K; rows: tile:R -> cols, tile:X -> rows; elementwise: tile / tile:X
     -> numel; otherwise tile:D -> the dim named D (case-insensitive) if there is one."""
+    name = tile_dim_name(role, cls)
+    return None if name is None or cls.dims.get(name) is None else int(cls.dims[name])
+
+
+def tile_dim_name(role: str | None, cls: Classification) -> str | None:
+    """The name of the problem dim a tile parameter of `role` covers (see `tile_dim`)."""
     if not role or not (role == "tile" or role.startswith("tile:")):
         return None
     axis = role.split(":", 1)[1] if ":" in role else ""
     d = cls.dims
     if cls.kernel_class == "row_reduction" and "cols" in d:
         if axis in ("R", "N", ""):
-            return d["cols"]
+            return "cols"
         if axis in ("X", "M"):
-            return d.get("rows")
+            return "rows" if "rows" in d else None
         return None
     if cls.kernel_class == "elementwise" and "numel" in d:
-        return d["numel"] if axis in ("", "X") else None
+        return "numel" if axis in ("", "X") else None
     if cls.kernel_class == "attention":
         if axis in ("M", "N"):
-            return d.get("seq")
+            return "seq" if "seq" in d else None
         if axis in ("D", "K"):
-            return d.get("head_dim")
+            return "head_dim" if "head_dim" in d else None
     if not axis:
         return None
-    for k, v in d.items():
+    for k in d:
         if k.upper() == axis.upper():
-            return int(v)
+            return k
     return None

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..classify import Classification, classify, next_pow2, tile_dim
+from ..classify import Classification, classify, next_pow2, tile_dim, tile_dim_name
 from ..errors import AbductuneError, InvalidSeed, SpaceError
 from ..hardware import HardwareInfo
 from ..heuristics.harvest import geomean
@@ -57,6 +57,7 @@ SUPPORT_TOLERANCE = 1.05  # a prediction within 5% of the optimum supports its r
 MISSING_PENALTY = 3.0  # a config not measured for a problem counts as 3x its optimum
 TOP = 4  # candidate templates from each problem's fastest configs
 MIN_GROUP = 2  # a regime needs two problems to say anything beyond "all"
+UNREAD_WEIGHT = 0.25  # extrapolating a dim no form of the rule reads counts a quarter octave per octave
 
 
 def _fill_floor() -> float:
@@ -296,6 +297,22 @@ def forms_of(config: Mapping[str, Any], problem: Problem, space: Space,
 
 # ----------------------------------------------------------------------------- learning
 
+def _dims_read(rule: "TheoryRule", cls: Classification) -> set[str]:
+    """The problem dims a rule's forms depend on: a fit tile's dim; with a grid or par form,
+    every non-reduction tiled dim (the program count is their product)."""
+    from .diagnose import is_reduction_role
+
+    out: set[str] = set()
+    grid = any(f.kind in ("grid", "par") for f in rule.forms.values())
+    for role, form in rule.forms.items():
+        name = tile_dim_name(role, cls)
+        if name is None:
+            continue
+        if form.kind in ("fit", "grid", "par") or (grid and not is_reduction_role(role, cls.kernel_class)):
+            out.add(name)
+    return out
+
+
 def _hardware_levels(hw: HardwareInfo | None) -> list[tuple[str, str]]:
     """The observed database's lookup order (GPU name, family, any), each key with its level."""
     return [("any" if k == ANY else "family" if k.startswith("family:") else "name", k) for k in hardware_keys(hw)]
@@ -443,8 +460,10 @@ class TheoryBook:
         """The applicable rule that extrapolates least, instantiated on (problem, space), or
         None. Rules are tried in lookup order (nearest hardware level first; within it the
         shape's regime before "all"); within one hardware level, a rule whose learned dims
-        cover the shape beats a more specific one that would extrapolate (a regime learned on
-        large shapes says little about a shape outside it, the broader rule may have seen one)."""
+        cover the shape beats a more specific one that would extrapolate by a whole octave more
+        (a regime learned on large shapes says little about a shape outside it, the broader rule
+        may have seen one). Dims no form of the rule reads (a constant tile over them) count a
+        quarter (`UNREAD_WEIGHT`)."""
         cls = classify(problem, space)
         params = _role_params(space)
         best: tuple[tuple[int, float, int], Prediction] | None = None
@@ -461,11 +480,14 @@ class TheoryBook:
                 continue
             reasons = []
             octaves = 0.0  # how far outside its learned dims, in powers of two
+            reads = _dims_read(rule, cls)
             for k, v in cls.dims.items():
                 lo, hi = rule.dims_range.get(k, [v, v])
                 if v < lo or v > hi:
                     reasons.append(f"{k}={v} outside the {lo}..{hi} it was learned on")
-                    octaves += abs(math.log2(max(v, 1) / max(lo if v < lo else hi, 1)))
+                    # a dim none of its forms reads (a constant tile over it) matters less
+                    octaves += abs(math.log2(max(v, 1) / max(lo if v < lo else hi, 1))) * \
+                        (1.0 if k in reads else UNREAD_WEIGHT)
             if level != "name":
                 reasons.append(f"learned on {rule.hardware}, applied to "
                                f"{problem.hardware.name if problem.hardware else 'unknown hardware'}")
@@ -474,7 +496,7 @@ class TheoryBook:
                 reasons.append(f"roles {', '.join(missing)} absent from this space")
             conf = rule.confidence * (1.0 if level == "name" else 0.8 if level == "family" else 0.6)
             pred = Prediction(cfg, rule, level, round(conf, 3), bool(reasons), tuple(reasons))
-            rank = (levels[level], round(octaves, 1), order)
+            rank = (levels[level], math.floor(octaves + 1e-9), order)  # within a factor of 2 counts as near
             if best is None or rank < best[0]:
                 best = (rank, pred)
         return best[1] if best is not None else None
