@@ -147,6 +147,67 @@ def test_generic_mode_on_public_data_beats_random_at_50_evaluations():
     assert any(e["event"] == "fallback" and "generic" in e["reason"] for e in res.events)
 
 
+def _trap_space():
+    from abductune.space import Choice, Space
+
+    return Space([Choice(n, [0, 1, 2, 3]) for n in "abcde"])  # no roles: generic mode
+
+
+def _trap_time(c):
+    """A broad basin around all zeros (2 ms and up) and a needle at all threes (1 ms): a local
+    search that reaches the zeros stalls there."""
+    return 1.0 if all(v == 3 for v in c.values()) else 2.0 + 0.1 * sum(c.values())
+
+
+def test_generic_mode_restarts_the_local_search_outside_the_basins_it_exhausted():
+    from abductune.search.abduction import LOCAL_REACH
+
+    space = _trap_space()
+    ev = FakeEvaluator(space, _trap_time)
+    res = run(make_strategy("abduction", seed=0), ev, Budget(evaluations=120))
+    assert res.evaluations == 120 == len(ev.measured)  # the whole budget, no re-measurement needed
+    assert any(e["event"] == "fallback" and "generic" in e["reason"] for e in res.events)
+    restarts = [e for e in res.events if e["event"] == "move" and "restart" in e.get("reason", "")]
+    assert restarts, "the zeros basin should stall the local search"
+    stalled = []
+    for e in restarts:
+        stalled.append(e["from_config"])
+        # the new start is more than one local move away from every basin searched so far
+        assert all(sum(e["to_config"][n] != s[n] for n in space.names) > LOCAL_REACH for s in stalled)
+
+
+def test_generic_mode_mixes_tpe_thompson_model_and_local_tests_and_tells_tpe_no_local_move():
+    ds = load_public("kernel_tuner_benchmark_hub/pnpoly/RTX_3090.json.gz")
+    strat = make_strategy("abduction", seed=4)
+    told: list = []
+    from abductune.search import abduction as ab
+
+    add = ab.TPEModel.add
+
+    def spy(self, m):
+        told.append(dict(m.config))
+        return add(self, m)
+
+    ab.TPEModel.add = spy
+    try:
+        res = run(strat, ReplayEvaluator(ds), Budget(evaluations=200))
+    finally:
+        ab.TPEModel.add = add
+    assert res.evaluations == 200  # every evaluation spent
+    tests = [e for e in res.events if e["event"] == "hypothesis"]
+    kinds = {e["theory"] for e in tests}
+    assert {"tpe", "model", "poll", "start"} <= kinds
+    models = [e["config"] for e in tests if e["theory"] == "model"]
+    # Thompson sampling: the model's proposals spread out instead of repeating one region
+    assert len(models) >= 20 and len({tuple(sorted(c.items())) for c in models}) == len(models)
+    # TPE hears the start, its own and the model's proposals and the incumbents -- never a
+    # local move that did not become the incumbent
+    incumbents = [e["to_config"] for e in res.events if e["event"] == "move"]
+    for e in tests:
+        if e["theory"] == "poll" and e["config"] not in incumbents:
+            assert e["config"] not in told
+
+
 # ------------------------------------------------------------------------------ pieces
 
 def test_additive_model_learns_main_effects_and_fills_unseen_ordered_values():

@@ -25,11 +25,26 @@ The loop, one small batch at a time:
    gain. A move that wins sends the engine back to step 2 at the new incumbent.
 5. *Fall back* when the neighbourhood is exhausted or `patience` tests in a row brought no
    win beyond noise: proposals from TPE (Optuna ask/tell), until one of them wins, which
-   restarts the local loop there. TPE is told the seeds, the start, its own proposals and
-   every incumbent -- not the dense cluster of local moves, which would make the current
-   basin its whole "good" set. In generic mode TPE proposals (`tpe_slots`) are mixed into
-   every batch from the start. The strategy never ends before its budget unless the whole
+   restarts the local loop there. TPE is told the seeds, the start, its own proposals, the
+   model's proposals and every incumbent -- not the dense cluster of local moves, which would
+   make the current basin its whole "good" set (told everything, it stayed in one basin of a
+   public convolution space). The strategy never ends before its budget unless the whole
    space is measured (a TPE proposal it has seen is replaced by a random unmeasured config).
+
+Generic mode (no theory applies) differs in three ways, all for global search over a space the
+engine knows nothing about:
+
+- every batch mixes `tpe_slots` TPE proposals, `model_slots` proposals from the whole space by
+  Thompson sampling of the additive model (fitted to a bootstrap resample of the measurements,
+  so it explores what it knows little about), and the best-ranked local moves (the rest of
+  `batch`);
+- `patience` counts only the tests the engine chose itself (local moves, model proposals): a
+  TPE miss says nothing about the incumbent's basin;
+- when the local search stalls it restarts from the best measured config more than one local
+  move (LOCAL_REACH parameters) away from every incumbent where it stalled before -- iterated
+  local search, so one trap cannot hold the rest of the budget (on public spaces a local
+  optimum 1.5x off the best held whole runs); only when no such config is measured does TPE
+  take every slot.
 
 Every step is logged through `ctx.log` ("prior", "observe", "hypothesis", "test", "verdict",
 "move", "fallback"), citing measurement ids where the evaluator's store set them, so `explain` can
@@ -60,9 +75,10 @@ COMPOSE = "compose"
 POLL = "poll"  # finish: multi-parameter moves around the incumbent
 TPE_TEST = "tpe"  # model-based fallback proposal
 START = "start"
-MODEL = "model"  # generic mode: the additive model's best guess over the whole space
+MODEL = "model"  # generic mode: a Thompson-sampled proposal of the additive model, whole space
 MAX_TPE_RETRIES = 8  # TPE asks per slot before a random unmeasured config is taken instead
 PAIR_TERMS = 4  # interaction terms in the additive model
+LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwise moves)
 PAIR_MIN = 0.02  # share of variance a pair must explain beyond its parts to get a term
 
 
@@ -80,15 +96,16 @@ class Abduction(Strategy):
     """Options: batch=3 (tests per batch, 1-8), confidence=2.0 (standard errors of the
     difference for a verdict), noise_floor=0.01 (smallest relative difference trusted),
     startup=8 (space-filling configs in generic mode), patience=None (tests without a win
-    beyond noise before TPE takes over; None: twice the tuned parameters, at least 8),
-    tpe_slots=2 (generic mode: TPE proposals in every batch), model_slots=0 (generic mode:
-    the additive model's fastest unmeasured configs in every batch)."""
+    beyond noise before TPE takes over, or in generic mode local tests before a restart;
+    None: twice the tuned parameters, at least 8), tpe_slots=2 (generic mode: TPE proposals
+    in every batch, part of `batch`), model_slots=1 (generic mode: Thompson-sampled proposals
+    of the additive model in every batch, on top of `batch`)."""
 
     name = "abduction"
 
     def __init__(self, seed: int = 0, batch: int = 3, confidence: float = CONFIDENCE,
                  noise_floor: float = NOISE_FLOOR, startup: int = 8, patience: int | None = None,
-                 tpe_slots: int = 2, model_slots: int = 0, **options: Any):
+                 tpe_slots: int = 2, model_slots: int = 1, **options: Any):
         super().__init__(seed, **options)
         self.batch = opt.integer(self.name, "batch", batch, 1, 8)
         self.confidence = opt.number(self.name, "confidence", confidence, 0.1, 10)
@@ -225,6 +242,8 @@ class _Engine:
         self._model_cache: tuple[int, Additive] | None = None  # (measurements it was fitted on, model)
         self._imp: dict[str, float] = {}
         self._inter: dict[tuple[str, str], float] = {}
+        self._pairs: list[tuple[str, str]] = []
+        self.exhausted: list[Config] = []  # generic mode: incumbents where the local search stalled
 
     # -- bookkeeping
     def known(self, cfg: Config) -> bool:
@@ -341,7 +360,8 @@ class _Engine:
 
     # -- choosing what to test
     def _next_tests(self) -> list[_Test]:
-        b = self.s.batch
+        # generic mode: the model's Thompson-sampled proposals come on top of the batch
+        b = self.s.batch + (self.s.model_slots if self.generic else 0)
         tests: list[_Test] = []
         taken: set[tuple] = set()
 
@@ -354,6 +374,8 @@ class _Engine:
             return True
 
         n_tpe = 0
+        if self.generic and self.inc is not None and self.stale >= self.patience:
+            self._restart()  # if no config lies outside the searched basins, TPE takes over below
         if self.inc is not None:
             while self.queue and len(tests) < b:
                 take(self.queue.pop(0))
@@ -381,6 +403,25 @@ class _Engine:
                              configs=[t.config for t in fallback])
             tests += fallback
         return tests
+
+    def _restart(self) -> bool:
+        """Generic mode, stalled: no local move found a win beyond noise for `patience` tests,
+        so the incumbent is a local optimum as far as local moves can tell. Carry on from the
+        best measured config outside every basin exhausted so far (more than one local move,
+        LOCAL_REACH parameters, away from each), so one trap cannot hold the rest of the budget."""
+        k = self.space.key(self.inc)
+        if k not in {self.space.key(e) for e in self.exhausted}:
+            self.exhausted.append(dict(self.inc))
+        far = [m.config for m in self.measured if m.ok and
+               all(_changed(self.space, m.config, e) > LOCAL_REACH for e in self.exhausted)]
+        if not far:
+            return False
+        start = min(far, key=self.ledger.estimate)
+        self.ctx.log("move", from_config=self.inc, to_config=start, ids=self.ledger.ids(start),
+                     reason="local search stalled: restart from the best config outside the basins searched")
+        self.inc, self.stale = dict(start), 0
+        self._observe(self.inc)
+        return True
 
     def _hypotheses(self, inc: Config) -> list[_Test]:
         """The theory library's untested hypotheses for the incumbent, at most half a batch per
@@ -436,39 +477,58 @@ class _Engine:
         self._model_cache = (len(self.measured), model)
         return model
 
-    def _fit_model(self) -> Additive:
+    def _rows(self) -> list[tuple[Config, float]]:
+        """(config, log time) of every first measurement, for the additive model."""
         ok = [(m.config, math.log(m.time_ms)) for m in self.measured if m.ok]  # type: ignore[arg-type]
         if ok:  # failures sit a doubling above the slowest success, so the model avoids them
             worst = max(t for _, t in ok) + math.log(2.0)
             ok += [(m.config, worst) for m in self.measured if not m.ok and m.status != "pruned"]
+        return ok
+
+    def _fit_model(self) -> Additive:
+        ok = self._rows()
         imp = importance(self.space, [m for m in self.measured if m.ok])
         top = [n for n, v in sorted(imp.items(), key=lambda kv: -kv[1]) if v > 0][:5]
         inter = interactions(self.space, [m for m in self.measured if m.ok], names=top) if len(top) > 1 else {}
         pairs = [p for p, v in sorted(inter.items(), key=lambda kv: -kv[1]) if v >= PAIR_MIN][:PAIR_TERMS]
-        self._imp, self._inter = imp, inter
+        self._imp, self._inter, self._pairs = imp, inter, pairs
         return Additive(self.space, ok, pairs)
 
     def _model_tests(self, n: int, taken: set[tuple]) -> list[_Test]:
-        """The n unmeasured configs of the whole space the additive model predicts fastest."""
+        """n proposals from the whole space by Thompson sampling: for each, the additive model
+        is fitted to a bootstrap resample of the measurements and its fastest unmeasured
+        config is taken. The resample's scatter is the model's uncertainty: a value seen
+        rarely moves a lot between resamples, so the proposals explore where the model knows
+        little and exploit where it is sure (the plain best prediction kept proposing the
+        same region)."""
         if n <= 0 or len(self.measured) < 2:
             return []
-        model = self._model()
         valid = self.space.valid_configs()
         if self._valid_X is None:
             self._valid_X = np.array([[p.index(c[p.name]) for p in self.space.params] for c in valid],
                                      dtype=np.int64)
-        pred = model._fit(self._valid_X)
         out: list[_Test] = []
-        for i in np.argsort(pred, kind="stable"):
-            c = valid[int(i)]
-            k = self.space.key(c)
-            if k in taken or self.known(c):
-                continue
-            taken.add(k)
-            out.append(_Test(MODEL, dict(c), 0.0, "the additive model's fastest unmeasured config"))
-            if len(out) >= n:
+        for _ in range(n):
+            model = self._sampled_model()
+            pred = model._fit(self._valid_X)
+            for i in np.argsort(pred, kind="stable"):
+                c = valid[int(i)]
+                k = self.space.key(c)
+                if k in taken or self.known(c):
+                    continue
+                taken.add(k)
+                out.append(_Test(MODEL, dict(c), 0.0, "fastest unmeasured config of the additive model "
+                                 "fitted to a bootstrap resample (Thompson sampling)"))
                 break
         return out
+
+    def _sampled_model(self) -> Additive:
+        """The additive model (same interaction terms as `_model`) fitted to a bootstrap
+        resample of the measurements: one draw from the model's uncertainty."""
+        self._model()  # chooses the interaction terms (self._pairs) on all the measurements
+        rows = self._rows()
+        pick = self.ctx.np_rng.integers(len(rows), size=len(rows))
+        return Additive(self.space, [rows[int(i)] for i in pick], self._pairs)
 
     def _local(self, inc: Config) -> list[_Test]:
         """Multi-parameter moves around the incumbent, ranked by the additive model's predicted
@@ -531,7 +591,7 @@ class _Engine:
                 trial = self._pending_trials.pop(self.space.key(t.config), None)
                 if trial is not None:
                     self.tpe.tell([trial], [m])
-            if t.theory in (START, TPE_TEST):
+            if t.theory in (START, TPE_TEST, MODEL):
                 self._pool(t.config)
 
     # -- judging
@@ -571,7 +631,10 @@ class _Engine:
             if v.outcome == "supported" or (faster and (t is confirmed or led.deterministic)):
                 winners.append(t)
             significant |= v.outcome == "supported"
-        self.stale = 0 if significant else self.stale + len(tests)
+        # generic mode: TPE's misses say nothing about the incumbent's basin, so they do not
+        # bring its restart closer
+        counted = [t for t in tests if t.theory != TPE_TEST] if self.generic else tests
+        self.stale = 0 if significant else self.stale + len(counted)
         if not winners:
             return
         best = min(winners, key=lambda t: led.estimate(t.config))
@@ -596,6 +659,11 @@ class _Engine:
                                         f"({_describe(self.space, inc, cfg)}), both supported"))
                 self.ctx.log("hypothesis", theory=COMPOSE, config=cfg, from_config=best.config,
                              reason=f"{best.theory} and {t.theory} both won on different parameters")
+
+
+def _changed(space: Space, a: Config, b: Config) -> int:
+    """How many parameters differ between a and b."""
+    return sum(a[n] != b[n] for n in space.names)
 
 
 def _describe(space: Space, a: Config, b: Config) -> str:
