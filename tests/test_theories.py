@@ -83,6 +83,23 @@ def test_underfilled_gpu_and_split_k():
     assert all(th.expected_gain(*split_case, c) > 0 for c in split_props)
 
 
+def test_tile_shape_reshapes_at_equal_area():
+    th = lib.TILE_SHAPE
+    case = _square()
+    assert th.applies(*case) and th.interaction
+    props = th.propose(*case)
+    _check_valid(case[2], case[3], props)
+    area = DEFAULT_MM["BLOCK_M"] * DEFAULT_MM["BLOCK_N"]
+    for c in props:  # one tile side doubles, the other halves; nothing else moves
+        assert c["BLOCK_M"] * c["BLOCK_N"] == area and c["BLOCK_M"] != DEFAULT_MM["BLOCK_M"]
+        assert {k for k in c if c[k] != DEFAULT_MM[k]} == {"BLOCK_M", "BLOCK_N"}
+        assert 0 < th.expected_gain(*case, c) <= lib.SHAPE_GAIN
+    assert not th.applies(*_square(frac_flops=0.9))  # near the roof: nothing to find
+    row = _case(rows(4096, 4096), row_space(), {"BLOCK": 4096, "ROWS_PER_PROGRAM": 1, "num_warps": 8,
+                                                 "num_stages": 2}, frac_bw=0.3)
+    assert not th.applies(*row)  # one grid tile: no shape to change
+
+
 def test_wave_quantization():
     th = lib.WAVES
     # 2304^2: 18 x 18 = 324 tiles on 264 slots -> 1.23 waves, the second one 23% full

@@ -62,9 +62,9 @@ import numpy as np
 from ..measurement import Measurement
 from ..space import Config, Space
 from ..theory.diagnose import Diagnosis, diagnose
-from ..theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger
+from ..theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger, Tally
 from ..theory.generic import generic_moves, importance, interactions
-from ..theory.library import hypotheses
+from ..theory.library import BY_NAME, hypotheses
 from . import options as opt
 from .base import Proposals, SearchContext, Strategy
 from .pattern import poll_points
@@ -79,6 +79,7 @@ MODEL = "model"  # generic mode: a Thompson-sampled proposal of the additive mod
 MAX_TPE_RETRIES = 8  # TPE asks per slot before a random unmeasured config is taken instead
 PAIR_TERMS = 4  # interaction terms in the additive model
 LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwise moves)
+_NO_TALLY = Tally()
 PAIR_MIN = 0.02  # share of variance a pair must explain beyond its parts to get a term
 
 
@@ -445,7 +446,12 @@ class _Engine:
         scored = []
         for i, h in enumerate(hs):
             cred = self.ledger.credibility(h.theory) * self._move_credibility(inc, h.to_config)
-            scored.append((math.log1p(max(h.expected_gain, 0.0) * cred) + base - float(pred[i]), i, h))
+            # an interaction theory's moves are ones the additive model cannot rank: its prior
+            # stands alone until this run has refuted it once
+            th = BY_NAME.get(h.theory)
+            blind = th is not None and th.interaction and self.ledger.tallies.get(h.theory, _NO_TALLY).refuted == 0
+            model = 0.0 if blind else base - float(pred[i])
+            scored.append((math.log1p(max(h.expected_gain, 0.0) * cred) + model, i, h))
         scored.sort(key=lambda t: (-t[0], t[1]))
         cap = max(1, math.ceil(self.s.batch / 2))
         per: dict[str, int] = {}

@@ -13,6 +13,7 @@ Each theory below reads on its own: its precondition, its moves and its one-line
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -35,6 +36,9 @@ class Theory:
     applies: Applies = field(repr=False)
     propose: Propose = field(repr=False)
     expected_gain: Gain = field(repr=False)
+    # its moves are interactions (two roles at once, effects that cancel one by one): a model
+    # that adds per-parameter effects cannot rank them, so the engine takes the prior alone
+    interaction: bool = False
 
 
 @dataclass(frozen=True)
@@ -541,8 +545,41 @@ SHALLOW_LOOP = Theory(
     _shallow_loop_applies, _shallow_loop_propose, _shallow_loop_gain)
 
 
+# 11. Tile shape at equal area
+
+SHAPE_GAIN = 0.03  # a prior: reshaping helps by a few percent when it helps at all
+
+
+def _shape_applies(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> bool:
+    return len(_grid_roles(pb, sp)) >= 2 and d.bound in ("compute", "memory") \
+        and (d.roof_fraction or 0.0) < NEAR_ROOF
+
+
+def _shape_propose(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> list[Config]:
+    roles = _grid_roles(pb, sp)
+    out: list[Config | None] = []
+    for a, b in itertools.permutations(roles, 2):
+        out.append(step_roles(sp, cfg, {a: +1, b: -1}))
+    area = _tile_area(pb, sp, cfg)[0]
+    # same area (registers, shared memory per stage) and no fewer programs: only the shape moves
+    return [c for c in _keep(out, sp, cfg) if _tile_area(pb, sp, c)[0] == area
+            and (grid_tiles(pb, sp, c)[0] or 0) >= (d.tiles or 0)]
+
+
+def _shape_gain(d: Diagnosis, pb: Problem, sp: Space, cfg: Config, to: Config) -> float:
+    return _capped(d, SHAPE_GAIN)
+
+
+TILE_SHAPE = Theory(
+    "tile_shape",
+    "At equal tile area (registers, shared memory, programs), the shape sets operand reuse and the length of "
+    "contiguous loads.",
+    _shape_applies, _shape_propose, _shape_gain, interaction=True)
+
+
 LIBRARY: tuple[Theory, ...] = (PADDING, UNDERFILLED, WAVES, LATENCY, UNDERTILED, PRESSURE,
-                               ONE_BLOCK_ROW, L2_GROUPING, WARPS_MATCHED, SHALLOW_LOOP)
+                               ONE_BLOCK_ROW, L2_GROUPING, WARPS_MATCHED, SHALLOW_LOOP, TILE_SHAPE)
+BY_NAME: dict[str, Theory] = {t.name: t for t in LIBRARY}
 
 
 # ----------------------------------------------------------------------------- hypotheses
