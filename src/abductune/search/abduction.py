@@ -9,9 +9,11 @@ The loop, one small batch at a time:
    data) a small space-filling sample (a Latin hypercube over value indices) is measured.
 2. *Diagnose* the incumbent (`theory.diagnose`) and ask the theory library for hypotheses,
    ranked by expected gain times credibility in this run (Laplace's rule over the support /
-   refute tally of the theory and of the same move from earlier incumbents), plus the
-   speed-up an additive model of everything measured predicts; at most half a batch per
-   theory, so one wrong explanation cannot fill a batch.
+   refute tally of the theory and of the same move from earlier incumbents, starting from the
+   verdicts of earlier runs on this kernel class and GPU, scaled to a few tests), plus the
+   speed-up an additive model of everything measured predicts -- except for an interaction
+   theory (`tile_shape`), whose moves that model cannot see, until this run refutes it once;
+   at most half a batch per theory, so one wrong explanation cannot fill a batch.
 3. *Test* the top few (`batch`, 2-4), and judge each against the incumbent with
    `theory.evidence`: supported / refuted beyond the noise threshold taken from measured spread
    and repeats (with a floor); a close call the candidate seems to win is re-measured,
@@ -79,8 +81,8 @@ MODEL = "model"  # generic mode: a Thompson-sampled proposal of the additive mod
 MAX_TPE_RETRIES = 8  # TPE asks per slot before a random unmeasured config is taken instead
 PAIR_TERMS = 4  # interaction terms in the additive model
 LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwise moves)
-_NO_TALLY = Tally()
 PAIR_MIN = 0.02  # share of variance a pair must explain beyond its parts to get a term
+_NO_TALLY = Tally()
 
 
 @dataclass
