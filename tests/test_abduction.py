@@ -138,6 +138,23 @@ def test_bundled_matmul_reaches_two_percent_of_the_optimum_within_16_evaluations
     assert ev.true_time(best.config) <= 1.02 * ds.optimum().time_ms
 
 
+def test_generic_mode_probes_the_noise_once_when_nothing_says_how_noisy_times_are():
+    """Noisy single-sample times (replay noise): the best start is re-measured once, right
+    after the start; with recorded spread (the public data's repetitions) it is not."""
+    ds = load_public("kernel_tuner_benchmark_hub/pnpoly/RTX_3090.json.gz")
+
+    def probes(noise):
+        res = run(make_strategy("abduction", seed=3), ReplayEvaluator(ds, noise=noise, seed=3),
+                  Budget(evaluations=30))
+        return [e for e in res.events if e["event"] == "test" and "noise probe" in e.get("reason", "")], res
+    noisy, res = probes(NoiseModel.from_study())
+    assert len(noisy) == 1 and noisy[0]["kind"] == "remeasure" and len(noisy[0]["time_ms"]) == 1
+    starts = [e for e in res.events if e["event"] == "test" and e.get("theory") == "start" and "kind" not in e]
+    first_after_start = res.events.index(starts[-1]) < res.events.index(noisy[0])
+    assert first_after_start and res.evaluations == 30
+    assert probes(None)[0] == []  # recorded repetitions already say how noisy times are
+
+
 def test_generic_mode_on_public_data_beats_random_at_50_evaluations():
     ds = load_public("kernel_tuner_benchmark_hub/pnpoly/RTX_3090.json.gz")
     cells = {c.strategy: c for c in compare_on_dataset(ds, ["abduction", "random"], [50], repeats=5)}

@@ -33,7 +33,7 @@ The loop, one small batch at a time:
    public convolution space). The strategy never ends before its budget unless the whole
    space is measured (a TPE proposal it has seen is replaced by a random unmeasured config).
 
-Generic mode (no theory applies) differs in three ways, all for global search over a space the
+Generic mode (no theory applies) differs in four ways, all for global search over a space the
 engine knows nothing about:
 
 - every batch mixes `tpe_slots` TPE proposals, `model_slots` proposals from the whole space by
@@ -42,6 +42,9 @@ engine knows nothing about:
   `batch`);
 - `patience` counts only the tests the engine chose itself (local moves, model proposals): a
   TPE miss says nothing about the incumbent's basin;
+- when nothing measured says how noisy the times are (single samples, no repeats), the best
+  config of the start is re-measured once: a noise probe, after which only close calls are
+  confirmed, instead of every early win costing two more measurements;
 - when the local search stalls it restarts from the best measured config more than one local
   move (LOCAL_REACH parameters) away from every incumbent where it stalled before -- iterated
   local search, so one trap cannot hold the rest of the budget (on public spaces a local
@@ -351,6 +354,14 @@ class _Engine:
         if self.inc is not None and before != self.inc:
             self.ctx.log("move", from_config=before, to_config=self.inc, ids=self.ledger.ids(self.inc),
                          reason="best of the space-filling start")
+        if self.inc is not None and not self.ledger.noise_known(self.inc, self.inc):
+            # one repeat of the best start measures the run-to-run noise, so later wins are
+            # judged against it instead of each being confirmed by two more measurements
+            rm = yield self.ctx.remeasure([self.inc])
+            for m in rm:
+                self.ledger.observe(m)
+            self.ctx.log("test", theory=START, config=self.inc, kind="remeasure", ids=[m.id for m in rm],
+                         time_ms=[m.time_ms for m in rm], reason="noise probe: the best start re-measured")
 
     def _observe(self, cfg: Config) -> None:
         d = self._diagnose(cfg)
