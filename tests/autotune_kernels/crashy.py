@@ -74,7 +74,7 @@ def scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 def main(store: str, n: int) -> dict:
     """A second process on a store: what it launched and what it measured."""
-    k = make(store=store, isolate_timeout_s=3)
+    k = make(store=store, isolate_timeout_s=8)
     x = torch.arange(float(n))
     ok = torch.equal(accumulate(k, x, torch.zeros(n)), 2 * x)
     [choice] = k.cache.values()
