@@ -77,6 +77,10 @@ def test_underfilled_gpu_and_split_k():
     for c in props:
         assert grid_tiles(case[1], case[2], c)[0] > case[0].tiles
         assert all(new <= old for role, (old, new) in _moved(case[2], case[3], c).items() if role.startswith("tile"))
+    # 128 programs on 132 SMs: a few idle SMs are not worth smaller tiles
+    nearly = _case(matmul(1024, 2048, 4096), matmul_space(), DEFAULT_MM, frac_flops=0.3, frac_bw=0.1,
+                   registers=200, smem_bytes=98304)
+    assert nearly[0].tiles == 128 and nearly[0].underfilled and not th.applies(*nearly)
     split_case = _decode(space=matmul_space(split_k=True), config={**DEFAULT_MM, "SPLIT_K": 1})
     split_props = th.propose(*split_case)
     assert any(c["SPLIT_K"] > 1 and c["BLOCK_N"] == 128 for c in split_props)

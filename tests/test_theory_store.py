@@ -169,6 +169,38 @@ def test_extrapolating_a_dim_the_rule_does_not_read_matters_less():
     assert TheoryBook([small, broad]).predict(narrow, space).rule is broad  # N read, 2 octaves out
 
 
+def test_constant_roles_give_way_to_the_tile_a_rule_sized():
+    """A constant K tile and stage count learned beside small tiles may not fit in shared
+    memory beside the tile a parallelism form chose: K and stages give way, not that tile."""
+    space = Space([Pow2("BM", 16, 256, role="tile:M"), Pow2("BN", 16, 256, role="tile:N"),
+                   Pow2("BK", 16, 128, role="tile:K"), Choice("ns", [2, 3, 4], role="stages")],
+                  constraints=["ns * (BM * BK + BK * BN) * 2 <= 232448"])
+    forms = {"tile:M": Form("par", (128, 0.8)), "tile:N": Form("par", (128, 0.8)), "tile:K": Form("const", 128),
+             "stages": Form("const", 4)}
+    big = Problem("mm", "matmul", {"M": 8192, "N": 8192, "K": 4096}, {"a": "fp16"}, hardware=H100)
+    cfg = instantiate(forms, big, space)
+    assert cfg["BM"] == 128 and cfg["BN"] == 128  # the sized tiles stay
+    assert cfg["BK"] * cfg["ns"] < 128 * 4 and space.is_valid(cfg)  # the constants shrank to fit
+
+
+def test_the_runner_up_rule_is_a_second_seed():
+    """A tune's seeds: the best theory prediction, then the runner-up rule's config when it
+    differs (a hedge against one rule extrapolating badly)."""
+    from abductune.datasets.bundled import bundled_datasets
+    from abductune.datasets.format import read_dataset
+    from abductune.theory.store import predictions
+    from abductune.tune import seed_list
+
+    [path] = [p for p in bundled_datasets(kernel="matmul_fp16") if p.name.startswith("M1024_N1024_K16384.")]
+    ds = read_dataset(path)
+    space = ds.space()
+    preds = predictions(ds.problem, space, exclude=ds.problem)
+    assert len(preds) >= 2 and preds[0].config != preds[1].config
+    seeds, fired = seed_list(ds.problem, space, space.default(), None, True, None, exclude=ds.problem)
+    assert [s.config for s in seeds[:2]] == [dict(p.config) for p in preds[:2]]
+    assert seeds[1].source.endswith(":runner-up") and any(f["name"] == "theory runner-up" for f in fired)
+
+
 def test_book_round_trips_and_refuses_garbage(tmp_path: Path, matmul_obs):
     book = learn(matmul_obs[:4])
     path = book.save(tmp_path / "t.json")

@@ -70,6 +70,11 @@ class TuneOutcome:
                 "clocks": s.clocks if s else None}
 
 
+# the best theory prediction and the runner-up rule's, when it gives another config: a hedge
+# against one rule extrapolating badly, for one measurement
+THEORY_SEEDS = 2
+
+
 def seed_list(problem: Any, space: Any, default_cfg: dict, extra: list[dict] | None, heuristics: bool,
               database: Any, exclude: Any = None) -> tuple[list[Seed], list[dict]]:
     """Seed configs with their provenance (given ones first, then the observed database and
@@ -78,18 +83,18 @@ def seed_list(problem: Any, space: Any, default_cfg: dict, extra: list[dict] | N
     seeds = [Seed(dict(c), "user") for c in (extra or [])]
     fired: list[dict] = []
     if heuristics:
-        from .theory.store import predict
+        from .theory.store import predictions
 
-        try:  # the theory store's zero-shot prediction is the first bet
-            pred = predict(problem, space, exclude=exclude)
+        try:  # the theory store's zero-shot predictions are the first bets
+            preds = predictions(problem, space, exclude=exclude)[:THEORY_SEEDS]
         except Exception as e:  # noqa: BLE001 - a prediction must never stop a tune
             log.warning("theory prediction for %s failed: %s: %s", problem.kernel, type(e).__name__, e)
-            pred = None
-        if pred is not None:
-            seeds.append(Seed(dict(pred.config), f"theory:{pred.rule.regime}"))
-            fired.append({"name": "theory", "source": "theory", "status": "seed", "reason": pred.describe(),
-                          "config": dict(pred.config)})
-        else:
+            preds = []
+        for i, pred in enumerate(preds):
+            seeds.append(Seed(dict(pred.config), f"theory:{pred.rule.regime}" + (":runner-up" if i else "")))
+            fired.append({"name": "theory" + (" runner-up" if i else ""), "source": "theory", "status": "seed",
+                          "reason": pred.describe(), "config": dict(pred.config)})
+        if not preds:
             fired.append({"name": "theory", "source": "theory", "status": "noop", "reason": "no rule applies"})
         from .heuristics import seed_configs
 
@@ -97,9 +102,9 @@ def seed_list(problem: Any, space: Any, default_cfg: dict, extra: list[dict] | N
         if exclude is not None:
             kw["exclude"] = exclude
         rep = seed_configs(problem, space, problem.hardware, **kw)
-        fired = rep.fired
+        fired = fired + rep.fired
         for cfg in rep.configs:
-            src = next((f"{f.get('source', '')}:{f.get('name', '')}" for f in fired
+            src = next((f"{f.get('source', '')}:{f.get('name', '')}" for f in rep.fired
                         if f.get("status") == "seed" and f.get("config") == cfg and not f.get("duplicate_of")),
                        "heuristic")
             seeds.append(Seed(dict(cfg), src))

@@ -185,7 +185,8 @@ PADDING = Theory(
 # 2. Under-filled GPU
 
 def _underfilled_applies(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> bool:
-    return bool(d.underfilled)
+    # a few idle SMs (128 programs on 132) cost less than the operand reuse smaller tiles lose
+    return bool(d.underfilled) and bool(d.tiles) and bool(d.sms) and d.tiles < WAVE_EFF_MIN * d.sms
 
 
 def _underfilled_propose(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> list[Config]:

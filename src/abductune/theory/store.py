@@ -240,7 +240,21 @@ def instantiate(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
         if form.kind == "per" and p is not None and elems and hw is not None and hw.warp_size:
             partial[p.name] = _nearest_value(p, elems / (hw.warp_size * float(form.value)))
             cfg = realize(space, partial, problem, cls=cls)
+    pinned = {params[r].name: partial[params[r].name] for r, f in rule_forms.items()
+              if f.kind in ("fit", "grid", "par") and r in params and params[r].name in partial}
+    if any(cfg[n] != v for n, v in pinned.items()):
+        cfg = _repair_around(space, {**cfg, **partial}, pinned, cfg)
     return cfg
+
+
+def _repair_around(space: Space, target: Mapping[str, Any], pinned: Mapping[str, Any], fallback: Config) -> Config:
+    """The valid config nearest `target` that keeps the `pinned` values (tiles a rule sized for
+    parallelism or to cover a dim): when constant roles (K tile, stages) do not fit beside
+    them, those give way rather than the tile the rule reasons about. `fallback` if none does."""
+    keep = [c for c in space.valid_configs() if all(c[n] == v for n, v in pinned.items())]
+    if not keep:
+        return fallback
+    return dict(min(keep, key=lambda c: space.distance(c, target)))
 
 
 def tile_elements(problem: Problem, space: Space, config: Mapping[str, Any]) -> int | None:
@@ -457,8 +471,14 @@ class TheoryBook:
         return out
 
     def predict(self, problem: Problem, space: Space, *, exclude: Problem | None = None) -> Prediction | None:
-        """The applicable rule that extrapolates least, instantiated on (problem, space), or
-        None. Rules are tried in lookup order (nearest hardware level first; within it the
+        """The first of `predictions`, or None."""
+        got = self.predictions(problem, space, exclude=exclude)
+        return got[0] if got else None
+
+    def predictions(self, problem: Problem, space: Space, *, exclude: Problem | None = None) -> list[Prediction]:
+        """The applicable rules of the nearest hardware level that has one, instantiated on
+        (problem, space), best first, one per distinct config. The best is the rule that
+        extrapolates least. Rules are tried in lookup order (nearest hardware level first; within it the
         shape's regime before "all"); within one hardware level, a rule whose learned dims
         cover the shape beats a more specific one that would extrapolate by a whole octave more
         (a regime learned on large shapes says little about a shape outside it, the broader rule
@@ -466,10 +486,10 @@ class TheoryBook:
         quarter (`UNREAD_WEIGHT`)."""
         cls = classify(problem, space)
         params = _role_params(space)
-        best: tuple[tuple[int, float, int], Prediction] | None = None
+        ranked: list[tuple[tuple[int, int, int], Prediction]] = []
         levels = {"name": 0, "family": 1, "any": 2}
         for order, (level, rule) in enumerate(self.candidates(problem, space, exclude=exclude)):
-            if best is not None and levels[level] > best[0][0]:
+            if ranked and levels[level] > ranked[0][0][0]:
                 break  # a nearer hardware level already has an applicable rule
             if not any(r in params for r in rule.forms):
                 continue
@@ -496,10 +516,12 @@ class TheoryBook:
                 reasons.append(f"roles {', '.join(missing)} absent from this space")
             conf = rule.confidence * (1.0 if level == "name" else 0.8 if level == "family" else 0.6)
             pred = Prediction(cfg, rule, level, round(conf, 3), bool(reasons), tuple(reasons))
-            rank = (levels[level], math.floor(octaves + 1e-9), order)  # within a factor of 2 counts as near
-            if best is None or rank < best[0]:
-                best = (rank, pred)
-        return best[1] if best is not None else None
+            ranked.append(((levels[level], math.floor(octaves + 1e-9), order), pred))  # a factor of 2 is near
+        out: list[Prediction] = []
+        for _, pred in sorted(ranked, key=lambda t: t[0]):
+            if all(space.key(pred.config) != space.key(o.config) for o in out):
+                out.append(pred)
+        return out
 
     # -- serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -563,12 +585,20 @@ def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
     """Zero-shot config for (problem, space). With `exclude` (a replay of a recorded problem),
     rules learned from it are re-learned without it from the bundled data when that is where
     they came from, so no prediction is scored with its own answer."""
+    got = predictions(problem, space, book=book, exclude=exclude)
+    return got[0] if got else None
+
+
+def predictions(problem: Problem, space: Space, *, book: TheoryBook | None = None,
+                exclude: Problem | None = None) -> list[Prediction]:
+    """Every applicable rule's distinct config, best first (see `TheoryBook.predictions`);
+    `exclude` as in `predict`."""
     book = book if book is not None else packaged_book()
     if exclude is not None and any(r.learned_from_problem(exclude) for _, r in book.candidates(problem, space)):
         held = book.held_out.get(shape_id(exclude))
         book = held if held is not None else learn(bundled_observations(), exclude=exclude,
                                                    only=classify(problem, space))
-    return book.predict(problem, space, exclude=exclude)
+    return book.predictions(problem, space, exclude=exclude)
 
 
 def shape_id(problem: Problem) -> str:
