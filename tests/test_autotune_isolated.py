@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune_kernels import INTERPRET, env, run_module_in_interpreter
+from autotune_kernels import INTERPRET, env, interpreted, interpreted_suite
 
 if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set before triton is imported
     torch = pytest.importorskip("torch")
@@ -29,15 +29,8 @@ if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set be
     from abductune.errors import AbductuneError
     from abductune.store import Store
 
-interpreted = pytest.mark.skipif(not INTERPRET, reason="run by test_all_in_an_interpreted_process")
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.mark.skipif(INTERPRET, reason="this is the interpreted process")
-def test_all_in_an_interpreted_process():
-    pytest.importorskip("torch")
-    pytest.importorskip("triton")
-    run_module_in_interpreter(__file__, expected=sum(n.startswith("test_") for n in globals()) - 1)
+test_all_in_an_interpreted_process = interpreted_suite(__file__, globals())
 
 
 def second_process(store: Path) -> dict:

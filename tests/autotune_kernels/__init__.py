@@ -13,6 +13,9 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
+
+import pytest
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,3 +36,18 @@ def run_module_in_interpreter(test_file: str, expected: int, timeout: float = 30
     m = re.search(r"(\d+) passed", out)
     assert r.returncode == 0 and m and int(m.group(1)) == expected, out[-8000:]
     return out
+
+
+# a test that only makes sense in the interpreted child process
+interpreted = pytest.mark.skipif(not INTERPRET, reason="run by test_all_in_an_interpreted_process")
+
+
+def interpreted_suite(test_file: str, module_globals: dict[str, Any]) -> Callable[[], None]:
+    """The one test an ordinary pytest run sees in a decorator test module: it re-runs the
+    module in an interpreted child and expects every other `test_` function to pass there."""
+    @pytest.mark.skipif(INTERPRET, reason="this is the interpreted process")
+    def test_all_in_an_interpreted_process() -> None:
+        pytest.importorskip("torch")
+        pytest.importorskip("triton")
+        run_module_in_interpreter(test_file, expected=sum(n.startswith("test_") for n in module_globals) - 1)
+    return test_all_in_an_interpreted_process
