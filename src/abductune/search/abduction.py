@@ -27,7 +27,10 @@ The loop, one small batch at a time:
    gain. A move that wins sends the engine back to step 2 at the new incumbent.
 5. *Fall back* when the neighbourhood is exhausted or `patience` tests in a row brought no
    win beyond noise: proposals from TPE (Optuna ask/tell), until one of them wins, which
-   restarts the local loop there. TPE is told the seeds, the start, its own proposals, the
+   restarts the local loop there. With roles, half of each stalled batch still sweeps the
+   nearest untested moves in order of distance, whatever the model predicts of them (it has
+   just been wrong `patience` times; a two-parameter move such as a smaller N tile with one
+   stage fewer is often where the optimum hides). TPE is told the seeds, the start, its own proposals, the
    model's proposals and every incumbent -- not the dense cluster of local moves, which would
    make the current basin its whole "good" set (told everything, it stayed in one basin of a
    public convolution space). The strategy never ends before its budget unless the whole
@@ -398,6 +401,15 @@ class _Engine:
                 for t in hyps:
                     if len(tests) < b and t.gain > 0:
                         take(t)
+                if not self.generic and len(tests) < b:
+                    # and the nearest untested moves, whatever the model says of them: it has
+                    # been wrong `patience` times here, so the neighbourhood is swept in order
+                    near = sorted(self._local(self.inc), key=lambda t: self.space.distance(t.config, self.inc))
+                    stop = len(tests) + max(1, (b - len(tests)) // 2)  # the other half: TPE
+                    for t in near:
+                        if len(tests) >= stop:
+                            break
+                        take(t)
                 n_tpe = b - len(tests)
             else:
                 n_tpe = min(self.s.tpe_slots, b - len(tests)) if self.generic else 0
@@ -411,10 +423,13 @@ class _Engine:
                     take(t)
         if len(tests) < b:  # neighbourhood exhausted or stalled: the model-based fallback
             fallback = self._tpe_tests(b - len(tests), taken)
-            if fallback and not tests:
-                self.ctx.log("fallback", reason="local search stalled" if self.inc is not None and
-                             self.stale >= self.patience else "no untested move around the incumbent",
-                             configs=[t.config for t in fallback])
+            stalled = self.inc is not None and self.stale >= self.patience
+            swept = [t.config for t in tests if t.theory == POLL]
+            if fallback and (not tests or (stalled and swept)):
+                self.ctx.log("fallback", reason=("local search stalled" if stalled else
+                                                 "no untested move around the incumbent")
+                             + ("; sweeping the nearest untested moves beside TPE" if swept else ""),
+                             configs=[t.config for t in fallback], swept=swept)
             tests += fallback
         return tests
 
