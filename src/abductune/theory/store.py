@@ -240,21 +240,15 @@ def instantiate(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
         if form.kind == "per" and p is not None and elems and hw is not None and hw.warp_size:
             partial[p.name] = _nearest_value(p, elems / (hw.warp_size * float(form.value)))
             cfg = realize(space, partial, problem, cls=cls)
+    # tiles a rule sized for parallelism or to cover a dim stay; when constant roles (K tile,
+    # stages) do not fit beside them, those give way (realize prefers every given key alike)
     pinned = {params[r].name: partial[params[r].name] for r, f in rule_forms.items()
               if f.kind in ("fit", "grid", "par") and r in params and params[r].name in partial}
     if any(cfg[n] != v for n, v in pinned.items()):
-        cfg = _repair_around(space, {**cfg, **partial}, pinned, cfg)
+        kept = space.nearest_valid({**cfg, **partial}, prefer=pinned)
+        if all(kept[n] == v for n, v in pinned.items()):
+            cfg = kept
     return cfg
-
-
-def _repair_around(space: Space, target: Mapping[str, Any], pinned: Mapping[str, Any], fallback: Config) -> Config:
-    """The valid config nearest `target` that keeps the `pinned` values (tiles a rule sized for
-    parallelism or to cover a dim): when constant roles (K tile, stages) do not fit beside
-    them, those give way rather than the tile the rule reasons about. `fallback` if none does."""
-    keep = [c for c in space.valid_configs() if all(c[n] == v for n, v in pinned.items())]
-    if not keep:
-        return fallback
-    return dict(min(keep, key=lambda c: space.distance(c, target)))
 
 
 def tile_elements(problem: Problem, space: Space, config: Mapping[str, Any]) -> int | None:
