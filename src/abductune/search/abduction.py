@@ -70,7 +70,7 @@ import numpy as np
 from ..measurement import Measurement
 from ..space import Config, Space
 from ..theory.diagnose import Diagnosis, diagnose
-from ..theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger, Tally
+from ..theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger
 from ..theory.generic import generic_moves, importance, interactions
 from ..theory.library import BY_NAME, hypotheses
 from . import options as opt
@@ -88,7 +88,6 @@ MAX_TPE_RETRIES = 8  # TPE asks per slot before a random unmeasured config is ta
 PAIR_TERMS = 4  # interaction terms in the additive model
 LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwise moves)
 PAIR_MIN = 0.02  # share of variance a pair must explain beyond its parts to get a term
-_NO_TALLY = Tally()
 
 
 @dataclass
@@ -476,8 +475,8 @@ class _Engine:
             cred = self.ledger.credibility(h.theory) * self._move_credibility(inc, h.to_config)
             # an interaction theory's moves are ones the additive model cannot rank: its prior
             # stands alone until this run has refuted it once
-            th = BY_NAME.get(h.theory)
-            blind = th is not None and th.interaction and self.ledger.tallies.get(h.theory, _NO_TALLY).refuted == 0
+            th, tally = BY_NAME.get(h.theory), self.ledger.tallies.get(h.theory)
+            blind = th is not None and th.interaction and (tally is None or tally.refuted == 0)
             model = 0.0 if blind else base - float(pred[i])
             scored.append((math.log1p(max(h.expected_gain, 0.0) * cred) + model, i, h))
         scored.sort(key=lambda t: (-t[0], t[1]))
