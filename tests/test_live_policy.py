@@ -35,13 +35,21 @@ class FakeCompiler:
     def idle(self) -> int:
         return self.workers
 
-    def prefetch(self, kernel_name, configs, problem):
-        self.prefetch_calls.append([dict(c) for c in configs])
+    def busy(self) -> int:
+        return 0
+
+    def prefetch(self, kernel_name, configs, problem, limit=None):
+        configs = [dict(c) for c in configs if repr(sorted(c.items())) not in self.prefetched][:limit]
+        if configs:
+            self.prefetch_calls.append(configs)
         self.prefetched |= {repr(sorted(c.items())) for c in configs}
         return len(configs)
 
-    def compile(self, kernel_name, configs, problem, on_done=None):
+    def compile(self, kernel_name, configs, problem, on_done=None, after=(), busy_cap=None):
         results = [None] * len(configs)
+        if after:
+            self.log.append(("prefetch", len(after)))
+            self.prefetch(kernel_name, after, problem, busy_cap)
         for i in reversed(range(len(configs))):
             self.compiled.append(tuple(sorted(configs[i].items())))
             self.log.append(("compiled", i))
@@ -170,9 +178,9 @@ def test_the_worker_setup_overlaps_the_first_compiles():
             return super().request(msg, timeout)
 
     class SlowCompiler(FakeCompiler):
-        def compile(self, kernel_name, configs, problem, on_done=None):
+        def compile(self, kernel_name, configs, problem, on_done=None, **kw):
             time.sleep(0.4)
-            return super().compile(kernel_name, configs, problem, on_done)
+            return super().compile(kernel_name, configs, problem, on_done, **kw)
 
     log: list = []
     spec = kernels.get("gelu_mul_fp16")

@@ -128,6 +128,9 @@ class KernelSpec(ABC):
     def _generator(device: str, seed: int):
         import torch
 
+        if device == "meta":  # shapes and dtypes only (offline compiles): no random state
+            return None
+
         g = torch.Generator(device=device)
         g.manual_seed(seed)
         return g

@@ -17,6 +17,7 @@ import math
 import multiprocessing as mp
 import os
 import statistics
+import sys
 import time
 from typing import Any, Callable, Mapping, Sequence
 
@@ -116,76 +117,128 @@ class BenchWorker:
 
 
 class Compiler:
-    """Parallel compile-only pool (spawn). Hung compiles time out; the pool is then rebuilt."""
+    """Parallel compile-only pool (spawn). Hung compiles time out; the pool is then rebuilt.
 
-    def __init__(self, workers: int | None = None, timeout_s: float = 180.0, facts: str = "ptxas"):
+    `target` (arch, warp size): workers compile offline for it, through Triton's own launch
+    path with a stand-in driver and meta tensors: no CUDA context, no GPU buffers, and the same
+    cache key as the benchmark worker's launch. "auto" reads the GPU's architecture (NVML);
+    None: every worker creates a CUDA context and launches on real buffers (the fallback)."""
+
+    def __init__(self, workers: int | None = None, timeout_s: float = 180.0, facts: str = "ptxas",
+                 target: Any = "auto"):
+        from .target import compile_target
+
+        self.target: tuple[int, int] | None = compile_target() if target == "auto" else target
         self.workers = workers or max(1, (os.cpu_count() or 2))
         self.timeout_s = timeout_s
         self._pool: cf.ProcessPoolExecutor | None = None
         # "ptxas": spills as ptxas spill-store bytes (a second ptxas run per config, what the
         # datasets record); "triton": Triton's own count, free (what a tune needs to decide)
         self.facts = facts
-        self._prefetch: list[cf.Future] = []
-        self.prefetched: set[str] = set()
+        # every compile submitted, by (kernel, problem, config): a config asked for while its
+        # prefetch is still compiling waits for that compile instead of starting a second one
+        self._futures: dict[tuple, cf.Future] = {}
+        self._problem_key: Any = None
+
+    @property
+    def prefetched(self) -> set[str]:
+        """Configs (repr of sorted items) submitted for the current problem."""
+        return {k[2] for k in self._futures}
 
     def warm(self) -> None:
-        """Start every worker now (importing torch and triton, creating a CUDA context), so the
-        pool's start-up overlaps the benchmark worker's instead of delaying the first batch."""
+        """Start every worker now (imports; a CUDA context in the fallback mode), so the pool's
+        start-up overlaps the benchmark worker's instead of delaying the first batch."""
         from .worker import warm_task
 
         pool = self._get_pool()
-        self._prefetch += [pool.submit(warm_task) for _ in range(self.workers)]
+        for i in range(self.workers):
+            self._futures[("warm", i, "")] = pool.submit(warm_task)
+
+    def busy(self) -> int:
+        """Compiles submitted and not finished (running or queued)."""
+        return sum(not f.done() for f in self._futures.values())
 
     def idle(self) -> int:
-        """Workers not busy with prefetches (a rough count: the pool does not say)."""
-        self._prefetch = [f for f in self._prefetch if not f.done()]
-        return max(0, self.workers - len(self._prefetch))
+        """Workers with nothing submitted to them (a rough count: the pool does not say)."""
+        return max(0, self.workers - self.busy())
 
-    def prefetch(self, kernel_name: str, configs: Sequence[Mapping[str, Any]], problem: Problem) -> int:
-        """Compile configs in the background (results go to Triton's cache only), so a later
-        `compile` of them is a cache hit: the search proposes ahead while the GPU measures."""
+    def _key(self, kernel_name: str, problem: Problem, config: Mapping[str, Any]) -> tuple:
+        return (kernel_name, problem.key(), repr(sorted(config.items())))
+
+    def _submit(self, kernel_name: str, config: Mapping[str, Any], problem: Problem) -> tuple[cf.Future, bool]:
+        """The compile of config: the one already submitted, or a new one (second item True)."""
         from .worker import compile_task
 
-        pool = self._get_pool()
-        pd = problem.to_dict()
+        pkey = (kernel_name, problem.key())
+        if pkey != self._problem_key:  # a new problem: forget the last one's futures
+            self._futures = {k: f for k, f in self._futures.items() if k[0] == "warm" and not f.done()}
+            self._problem_key = pkey
+        key = self._key(kernel_name, problem, config)
+        fut = self._futures.get(key)
+        if fut is not None:
+            return fut, False
+        fut = self._get_pool().submit(compile_task, kernel_name, dict(config), problem.to_dict(), self.facts)
+        self._futures[key] = fut
+        return fut, True
+
+    def prefetch(self, kernel_name: str, configs: Sequence[Mapping[str, Any]], problem: Problem,
+                 limit: int | None = None) -> int:
+        """Compile configs in the background, so a later `compile` of them finds them done (or
+        under way): the search proposes ahead while the GPU measures. At most `limit` new."""
         n = 0
         for c in configs:
-            key = repr(sorted(c.items()))
-            if key in self.prefetched:
-                continue
-            self.prefetched.add(key)
-            self._prefetch.append(pool.submit(compile_task, kernel_name, dict(c), pd, "none"))
-            n += 1
+            if limit is not None and n >= limit:
+                break
+            n += self._submit(kernel_name, c, problem)[1]
         return n
 
     def _get_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
             from .worker import _init_compile_worker
 
-            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"),
-                                                initializer=_init_compile_worker)
+            self._pool = cf.ProcessPoolExecutor(self.workers, mp_context=_pool_context(),
+                                                initializer=_init_compile_worker,
+                                                initargs=(self.target, dict(os.environ), list(sys.path)))
         return self._pool
 
-    def compile(self, kernel_name: str, configs: Sequence[Mapping[str, Any]], problem: Problem,
-                on_done: Callable[[int, CompileResult], None] | None = None) -> list[CompileResult]:
-        from .worker import compile_task
+    def use_cuda(self) -> None:
+        """Fall back to CUDA-context workers (the benchmark worker found that binaries compiled
+        offline were not reused: Triton computed another cache key)."""
+        if self.target is None:
+            return
+        log.warning("configs compiled offline for sm_%d were compiled again at launch; compile "
+                    "workers now use a CUDA context each (set ABDUCTUNE_COMPILE_MODE=cuda to start so)",
+                    self.target[0])
+        self.shutdown()
+        self.target = None
 
+    def compile(self, kernel_name: str, configs: Sequence[Mapping[str, Any]], problem: Problem,
+                on_done: Callable[[int, CompileResult], None] | None = None,
+                after: Sequence[Mapping[str, Any]] = (), busy_cap: int | None = None) -> list[CompileResult]:
+        """Compile configs (reusing compiles already submitted), calling on_done(i, result) as
+        each finishes; `after`: configs to prefetch once these are queued, while fewer than
+        `busy_cap` compiles (default: the workers) are under way."""
         self._fit_workers(problem)
-        pool = self._get_pool()
-        pd = problem.to_dict()
-        futs = {pool.submit(compile_task, kernel_name, dict(c), pd, self.facts): i for i, c in enumerate(configs)}
+        futs: dict[cf.Future, list[int]] = {}
+        for i, c in enumerate(configs):
+            futs.setdefault(self._submit(kernel_name, c, problem)[0], []).append(i)
+        if after:
+            room = (self.workers if busy_cap is None else busy_cap) - self.busy()
+            if room > 0:
+                self.prefetch(kernel_name, after, problem, room)
         results: list[CompileResult | None] = [None] * len(configs)
         # every config gets timeout_s once a worker is free for it
         deadline = time.monotonic() + self.timeout_s * math.ceil(len(configs) / self.workers) + 30
         try:
             for f in cf.as_completed(futs, timeout=max(1.0, deadline - time.monotonic())):
-                i = futs[f]
                 try:
-                    results[i] = f.result()
+                    res = f.result()
                 except Exception as e:  # noqa: BLE001 - a worker process died
-                    results[i] = CompileResult("compile_error", error=f"compile worker died: {e}")
-                if on_done:
-                    on_done(i, results[i])  # type: ignore[arg-type]
+                    res = CompileResult("compile_error", error=f"compile worker died: {e}")
+                for i in futs[f]:
+                    results[i] = res
+                    if on_done:
+                        on_done(i, res)
         except cf.TimeoutError:
             self.shutdown(kill=True)
         for i, r in enumerate(results):
@@ -194,8 +247,11 @@ class Compiler:
         return results  # type: ignore[return-value]
 
     def _fit_workers(self, problem: Problem) -> None:
-        """Each compile worker holds one copy of the problem's buffers on the GPU: use no more
-        workers than half the free memory holds (a 4 GB softmax x 16 workers ran out)."""
+        """Each CUDA-context compile worker holds one copy of the problem's buffers on the GPU:
+        use no more workers than half the free memory holds (a 4 GB softmax x 16 workers ran
+        out). Offline workers hold no GPU memory."""
+        if self.target is not None:
+            return
         try:
             import torch
 
@@ -210,7 +266,8 @@ class Compiler:
             self.workers = fit
 
     def shutdown(self, kill: bool = False) -> None:
-        self._prefetch = []
+        self._futures = {}
+        self._problem_key = None
         if self._pool is None:
             return
         if kill:
@@ -218,6 +275,18 @@ class Compiler:
                 p.kill()
         self._pool.shutdown(wait=not kill, cancel_futures=True)
         self._pool = None
+
+
+def _pool_context() -> Any:
+    """Compile workers fork from a server that imported torch, Triton and the kernels once
+    (forkserver with preload): 16 workers start in about one import's time instead of 16
+    imports contending for the CPU. Spawn where there is no forkserver (Windows)."""
+    try:
+        ctx = mp.get_context("forkserver")
+    except ValueError:
+        return mp.get_context("spawn")
+    ctx.set_forkserver_preload(["abductune.measure.worker_preload"])
+    return ctx
 
 
 _SHARED: dict[str, Any] = {}
@@ -275,7 +344,7 @@ class LiveEvaluator(Evaluator):
                  target_ms: float = 25.0, min_reps: int = 5, max_reps: int = 100,
                  worker: BenchWorker | None = None, compiler: Compiler | None = None,
                  shared: bool = False, early_stop: bool = True, overlap: bool = True,
-                 prefetch: int = 8):
+                 prefetch: int = 16):
         from .. import kernels
         from .clocks import Clocks
 
@@ -300,6 +369,8 @@ class LiveEvaluator(Evaluator):
         self.early_stop = early_stop
         self.overlap = overlap
         self.incumbent_ms: float | None = None
+        self.compile_misses = 0
+        self._expected: list[dict] = []
         self.timing: dict[str, float] = {}
         self.clocks = Clocks()
         self.clock_log: list[dict[str, Any]] = []
@@ -346,10 +417,10 @@ class LiveEvaluator(Evaluator):
             b0 = time.perf_counter()
             out[i] = self._bench_one(dict(configs[i]), comp, state)
             bench_s[0] += self._add("bench", b0)
-        if self.prefetch and self.overlap:
-            self._prefetch_around(configs)
+        after = self._speculation(configs)[:self.prefetch] if self.prefetch and self.overlap else []
         if self.overlap:
-            self.compiler.compile(self.spec.name, configs, self.problem, on_done=on_done)
+            self.compiler.compile(self.spec.name, configs, self.problem, on_done=on_done, after=after,
+                                  busy_cap=self._busy_cap())
         else:  # the old way, kept to measure what overlap buys: compile all, then time all
             for i, comp in enumerate(self.compiler.compile(self.spec.name, configs, self.problem)):
                 on_done(i, comp)
@@ -366,23 +437,31 @@ class LiveEvaluator(Evaluator):
     def prefetch_hint(self, configs: Sequence[Mapping[str, Any]]) -> None:
         """Configs the caller will ask for later (the baselines): compile them in the background."""
         if self.prefetch:
-            self.compiler.prefetch(self.spec.name, [dict(c) for c in configs], self.problem)
+            self.compiler.prefetch(self.spec.name, [dict(c) for c in configs], self.problem,
+                                   max(0, self._busy_cap() - self.compiler.busy()))
 
-    def _prefetch_around(self, configs: Sequence[Mapping[str, Any]]) -> None:
-        """Idle compile workers warm Triton's cache with the configs a local search is likely
-        to ask for next: the single-parameter neighbours of this batch."""
-        room = min(self.prefetch, max(0, self.compiler.idle() - len(configs)))
-        if room <= 0:
-            return
-        cands: list[dict] = []
+    def expect(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        """Configs the strategy expects to ask for next (it proposes ahead): the next batch
+        compiles them on idle workers while this one is measured."""
+        self._expected = [dict(c) for c in configs if self.space.is_valid(c)]
+
+    def _busy_cap(self) -> int:
+        """Speculative compiles stop where the compiles under way would take the cores the
+        benchmark worker and this process need (timings of short kernels suffer first)."""
+        return max(1, min(self.compiler.workers, (os.cpu_count() or 2) - 2))
+
+    def _speculation(self, configs: Sequence[Mapping[str, Any]]) -> list[dict]:
+        """What to compile ahead, most likely first: what the strategy said it expects, then
+        the single-parameter neighbours of this batch (what a local search asks next)."""
         asked = {repr(sorted(dict(c).items())) for c in configs}
-        for c in configs:
-            for n in self.space.neighbours(c, 1):
-                k = repr(sorted(n.items()))
-                if k not in asked and k not in self.compiler.prefetched:
-                    asked.add(k)
-                    cands.append(n)
-        self.compiler.prefetch(self.spec.name, cands[:room], self.problem)
+        out: list[dict] = []
+        for c in list(self._expected) + [n for c in configs for n in self.space.neighbours(c, 1)]:
+            k = repr(sorted(c.items()))
+            if k not in asked:
+                asked.add(k)
+                out.append(dict(c))
+        self._expected = []
+        return out
 
     def bench_compiled(self, cfg: dict, comp: CompileResult) -> Measurement:
         """Benchmark one config whose compile result is `comp` (a sweep compiles everything first)."""
@@ -404,8 +483,14 @@ class LiveEvaluator(Evaluator):
         extra: dict[str, Any] = {}
         if r.rel_err is not None:
             extra["rel_err"] = r.rel_err
-        if comp.spills_source != "ptxas":
+        if base["registers"] is None and r.registers is not None:  # offline compile: read at launch
+            base.update(registers=r.registers, spills=r.spills, smem_bytes=base["smem_bytes"] or r.smem_bytes)
+            extra["spills_source"] = "triton"
+        elif comp.spills_source != "ptxas":
             extra["spills_source"] = comp.spills_source
+        if r.compiled_here:
+            extra["compiled_at_launch"] = True
+            self._note_miss()
         if r.early_stop:
             extra["early_stop"] = True
         if state is not None:
@@ -419,6 +504,13 @@ class LiveEvaluator(Evaluator):
         return Measurement(status=r.status, time_ms=r.time_ms, samples_ms=r.samples_ms, bench_s=float(r.bench_s),
                            error=r.error, extra=extra, frac_peak_flops=ff, frac_peak_bw=fb,
                            **base)
+
+    def _note_miss(self) -> None:
+        """A config the pool compiled was compiled again at its first launch. Twice means the
+        offline cache key differs from the launch's (a Triton we do not know): fall back."""
+        self.compile_misses += 1
+        if self.compile_misses >= 2 and self.compiler.target is not None:
+            self.compiler.use_cuda()
 
     vendor_name = "torch"
 

@@ -41,6 +41,12 @@ class BenchReply:
     early_stop: bool = False
     error: str = ""
     sticky: bool = False  # the CUDA context is poisoned: the worker exits after replying
+    # facts read from the loaded binary at the first launch (compile workers that never load
+    # a binary cannot): registers per thread, spill bytes (Triton's count x 4), shared memory
+    registers: int | None = None
+    spills: int | None = None
+    smem_bytes: int | None = None
+    compiled_here: bool = False  # Triton compiled the config at the first launch (a cache miss)
 
 
 @dataclass(frozen=True)

@@ -45,10 +45,51 @@ def _short(exc: BaseException, limit: int = 2000) -> str:
 _COMPILE_STATE: dict[str, Any] = {}
 
 
-def _init_compile_worker() -> None:
-    """Make every Triton launch in this process compile only (warmup), capturing the kernel."""
+class TargetOnlyDriver:
+    """Stands in for Triton's CUDA driver in a compile worker: it names the GPU target and
+    nothing else. Launches then go through Triton's own JIT path (so the on-disk cache key is
+    exactly the one the benchmark worker's real launch computes) without torch.cuda, a CUDA
+    context or GPU buffers: a worker starts in the time of `import torch`."""
+
+    def __init__(self, arch: int, warp_size: int = 32):
+        from triton.backends.compiler import GPUTarget
+
+        self.target = GPUTarget("cuda", arch, warp_size)
+
+    def get_current_target(self) -> Any:
+        return self.target
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+    def is_active(self) -> bool:
+        return True
+
+
+def _init_compile_worker(target: tuple[int, int] | None = None, env: dict[str, str] | None = None,
+                         path: list[str] | None = None) -> None:
+    """Make every Triton launch in this process compile only (warmup), capturing the kernel.
+    `target` (arch, warp size): compile offline for it (`TargetOnlyDriver`, meta tensors);
+    None: create a CUDA context and compile with real buffers (the fallback). `env`, `path`:
+    the parent's environment and sys.path now (a fork server holds the ones it started with;
+    TRITON_CACHE_DIR and friends must be the parent's current ones)."""
+    import sys
+
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    if path is not None:
+        sys.path[:] = path
     from triton.runtime.jit import JITFunction
 
+    if target is not None:
+        from triton.runtime import driver
+
+        driver.set_active(TargetOnlyDriver(*target))
+        _COMPILE_STATE["target"] = target
     orig = JITFunction.run
 
     def run_compile_only(self, *args, grid, warmup, **kwargs):  # noqa: ANN001
@@ -63,31 +104,45 @@ def warm_task() -> bool:
     """Start-up work of a compile worker, done before the first real compile."""
     import torch
 
-    torch.cuda.init()
+    from .. import kernels  # noqa: F401 - imports triton and the kernels' modules
+
+    if "target" not in _COMPILE_STATE:
+        torch.cuda.init()
     return True
 
 
-def compile_task(kernel_name: str, config: dict, problem_dict: dict, facts: str = "ptxas") -> CompileResult:
-    """Compile one config for the problem's specialisation on this GPU (fills Triton's cache)
-    and read its static facts. Runs in a pool process started with `_init_compile_worker`.
-    `facts`: "ptxas" (spill-store bytes from a second ptxas run, as datasets record them),
-    "triton" (Triton's own spill count, free), "none" (a prefetch: the cache is the point)."""
+def _compile_inputs(spec: Any, problem: Any) -> tuple:
+    """The buffers a compile-only launch passes: meta tensors offline (shapes, dtypes and a
+    16-byte-aligned null pointer: what specialisation reads), else uninitialised GPU memory."""
     import torch
 
+    pkey = (spec.name, problem.key())
+    if _COMPILE_STATE.get("pkey") != pkey:
+        _COMPILE_STATE.pop("io", None)
+        if "target" in _COMPILE_STATE:
+            inputs = spec.make_inputs(problem, "meta", 0)
+        else:
+            torch.cuda.empty_cache()
+            inputs = tuple(torch.empty_like(t) for t in spec.make_inputs(problem, "cuda", 0))
+        _COMPILE_STATE["io"] = (inputs, spec.alloc_output(problem, inputs))
+        _COMPILE_STATE["pkey"] = pkey
+    return _COMPILE_STATE["io"]
+
+
+def compile_task(kernel_name: str, config: dict, problem_dict: dict, facts: str = "ptxas") -> CompileResult:
+    """Compile one config for the problem's specialisation (fills Triton's cache) and read
+    its static facts. Runs in a pool process started with `_init_compile_worker`.
+    `facts`: "ptxas" (registers and spill-store bytes from a second ptxas run, as datasets
+    record them), "triton" (what is free: shared memory offline, plus Triton's register and
+    spill counts when the worker holds a CUDA context; the benchmark worker reads the rest at
+    the first launch), "none" (a prefetch: the cache is the point)."""
     from .. import kernels
     from ..problem import Problem
 
     spec = kernels.get(kernel_name)
     problem = Problem.from_dict(problem_dict)
-    pkey = (kernel_name, problem.key())
-    if _COMPILE_STATE.get("pkey") != pkey:
-        _COMPILE_STATE.pop("io", None)
-        torch.cuda.empty_cache()
-        # uninitialised buffers: compile-only launches never read them
-        inputs = tuple(torch.empty_like(t) for t in spec.make_inputs(problem, "cuda", 0))
-        _COMPILE_STATE["io"] = (inputs, spec.alloc_output(problem, inputs))
-        _COMPILE_STATE["pkey"] = pkey
-    inputs, out = _COMPILE_STATE["io"]
+    inputs, out = _compile_inputs(spec, problem)
+    offline = "target" in _COMPILE_STATE
     _COMPILE_STATE["kernel"] = None
     t0 = time.perf_counter()
     try:
@@ -96,18 +151,27 @@ def compile_task(kernel_name: str, config: dict, problem_dict: dict, facts: str 
         compile_s = time.perf_counter() - t0
         if k is None or facts == "none":
             return CompileResult("ok", compile_s)
-        k._init_handles()  # loads the module: raises OutOfResources if it cannot fit
-        regs = int(getattr(k, "n_regs", 0) or 0)
         smem = int(getattr(k.metadata, "shared", 0) or 0)
-        if facts == "triton":  # local memory words -> bytes
-            return CompileResult("ok", compile_s, regs, smem, int(getattr(k, "n_spills", 0) or 0) * 4, "triton")
+        if offline:
+            hw = problem.hardware
+            if hw is not None and hw.smem_per_block and smem > hw.smem_per_block:
+                return CompileResult("resource_error", compile_s, None, smem,
+                                     error=f"out of resource: shared memory {smem} B exceeds the "
+                                           f"per-block limit {hw.smem_per_block} B of {hw.name}")
+            regs = spills = None
+        else:
+            k._init_handles()  # loads the module: raises OutOfResources if it cannot fit
+            regs = int(getattr(k, "n_regs", 0) or 0)
+            spills = int(getattr(k, "n_spills", 0) or 0) * 4  # local memory words -> bytes
+        if facts == "triton":
+            return CompileResult("ok", compile_s, regs, smem, spills, "triton")
         # spills as the static evaluator reports them (ptxas spill-store bytes), not Triton's
         # n_spills (local memory / 4), so live and static facts agree
         try:
             from .static import run_ptxas
 
-            cap = torch.cuda.get_device_capability()
-            pf = run_ptxas(k.asm["ptx"], cap[0] * 10 + cap[1], timeout_s=60)
+            pf = run_ptxas(k.asm["ptx"], _capability(), timeout_s=60)
+            regs = regs if regs is not None else pf.get("registers")
             return CompileResult("ok", compile_s, regs, smem, pf.get("spill_stores"), "ptxas", pf.get("stack_bytes"))
         except Exception as e:  # noqa: BLE001 - facts are optional
             return CompileResult("ok", compile_s, regs, smem, None, "ptxas", error=f"ptxas: {str(e)[-300:]}")
@@ -118,7 +182,57 @@ def compile_task(kernel_name: str, config: dict, problem_dict: dict, facts: str 
         return CompileResult(status, time.perf_counter() - t0, error=_short(e))
 
 
+def _capability() -> int:
+    if "target" in _COMPILE_STATE:
+        return int(_COMPILE_STATE["target"][0])
+    import torch
+
+    major, minor = torch.cuda.get_device_capability()
+    return major * 10 + minor
+
+
 # -------------------------------------------------------------------------- benchmark
+
+def _first_launch(fn: Any) -> dict[str, Any]:
+    """Run a config's first launch and read, from the binary Triton loaded for it, what
+    offline compile workers cannot: registers and spills; and whether Triton had to compile
+    it here (a cache miss: the compile workers' binaries were not reused)."""
+    from triton.runtime.jit import JITFunction
+
+    try:
+        from triton import knobs
+        comp = knobs.compilation
+    except (ImportError, AttributeError):  # triton without compile listeners: no miss signal
+        comp = None
+    got: dict[str, Any] = {"kernel": None, "compiled": False}
+    orig = JITFunction.run
+
+    def run(self, *args, **kwargs):  # noqa: ANN001
+        kernel = orig(self, *args, **kwargs)
+        got["kernel"] = kernel
+        return kernel
+
+    def listener(**kw: Any) -> None:
+        if not kw.get("cache_hit", True):
+            got["compiled"] = True
+    old = getattr(comp, "listener", None) if comp is not None else None
+    JITFunction.run = run  # type: ignore[method-assign]
+    if comp is not None:
+        comp.listener = listener
+    try:
+        fn()
+    finally:
+        JITFunction.run = orig  # type: ignore[method-assign]
+        if comp is not None:
+            comp.listener = old
+    k = got["kernel"]
+    facts: dict[str, Any] = {"compiled_here": got["compiled"]}
+    if k is not None and hasattr(k, "n_regs"):
+        facts["registers"] = int(getattr(k, "n_regs", 0) or 0) or None
+        facts["spills"] = int(getattr(k, "n_spills", 0) or 0) * 4  # local memory words -> bytes
+        facts["smem_bytes"] = int(getattr(k.metadata, "shared", 0) or 0)
+    return facts
+
 
 class _Bench:
     """State of the benchmark server: one problem's inputs, reference and flush buffer."""
@@ -193,7 +307,11 @@ class _Bench:
         torch = self.torch
         self._poison()
         t0 = time.perf_counter()
-        fn()
+        facts: dict[str, Any] = {}
+        if config is None:
+            fn()
+        else:
+            facts = _first_launch(fn)
         torch.cuda.synchronize()
         res["first_call_s"] = time.perf_counter() - t0  # includes a JIT compile on a cache miss
         rel_err = None
@@ -203,17 +321,17 @@ class _Bench:
             if not passed:
                 return BenchReply("wrong_result", bench_s=time.perf_counter() - t_start,
                                   first_call_s=res["first_call_s"], rel_err=rel_err,
-                                  error=f"relative error {rel:.3g} above tolerance")
+                                  error=f"relative error {rel:.3g} above tolerance", **facts)
         first = self._time(fn, 3)
         est = statistics.median(first)
         if stop_above_ms is not None and est > stop_above_ms:
             # clearly slower than the incumbent: a full median would decide nothing
             return BenchReply("ok", est, tuple(first), time.perf_counter() - t_start, res["first_call_s"],
-                              rel_err, early_stop=True)
+                              rel_err, early_stop=True, **facts)
         reps = int(min(max_reps, max(min_reps, target_ms / max(est, 1e-4))))
         samples = self._time(fn, reps)
         return BenchReply("ok", statistics.median(samples), tuple(samples), time.perf_counter() - t_start,
-                          res["first_call_s"], rel_err)
+                          res["first_call_s"], rel_err, **facts)
 
     def interleaved(self, configs: list[dict], rounds: int, reps: int) -> list[list[float]]:
         """Re-time configs round-robin so drift (clocks, heat, neighbours) hits all alike."""

@@ -84,6 +84,7 @@ POLL = "poll"  # finish: multi-parameter moves around the incumbent
 TPE_TEST = "tpe"  # model-based fallback proposal
 START = "start"
 MODEL = "model"  # generic mode: a Thompson-sampled proposal of the additive model, whole space
+LOOKAHEAD = 12  # configs a batch names as likely next (compiled ahead by a live evaluator)
 MAX_TPE_RETRIES = 8  # TPE asks per slot before a random unmeasured config is taken instead
 PAIR_TERMS = 4  # interaction terms in the additive model
 LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwise moves)
@@ -322,6 +323,8 @@ class _Engine:
             tests = self._next_tests()
             if not tests:
                 return
+            if ctx.lookahead:
+                ctx.expect(self._speculate(tests))
             ms = yield [t.config for t in tests]
             self._log_tests(tests, ms)
             self._note(ms)
@@ -431,6 +434,48 @@ class _Engine:
                              configs=[t.config for t in fallback], swept=swept)
             tests += fallback
         return tests
+
+    def _speculate(self, tests: Sequence[_Test]) -> list[Config]:
+        """What the next batch will likely hold, most likely first, for a live evaluator to
+        compile while this batch is measured (nothing here changes the search, nor draws from
+        its random state): if every test fails, the next-ranked moves at the incumbent; if one
+        wins, the theories' first moves at it (diagnosed at the time it is expected to take);
+        if two win on different parameters, their composition."""
+        inc = self.inc
+        if inc is None:
+            return []
+        sp = self.space
+        seen = {sp.key(t.config) for t in tests}
+        out: list[Config] = []
+
+        def add(c: Config) -> None:
+            k = sp.key(c)
+            if k not in seen and not self.known(c) and sp.is_valid(c):
+                seen.add(k)
+                out.append(dict(c))
+        rest = [t.config for t in sorted(self._hypotheses(inc) + self._local(inc), key=lambda t: -t.gain)
+                if sp.key(t.config) not in seen][:LOOKAHEAD]
+        for c in rest[:3]:
+            add(c)
+        base = self.ledger.estimate(inc)
+        if self.ctx.problem is not None and math.isfinite(base):
+            for t in tests[:2]:
+                guess = Measurement(t.config, "ok", time_ms=base / (1 + max(t.gain, NOISE_FLOOR)))
+                try:
+                    d = diagnose(guess, self.ctx.problem, sp, self.ctx.hardware)
+                    hs = hypotheses(d, self.ctx.problem, sp, t.config) if informative(d) else []
+                except Exception:  # noqa: BLE001 - a guess that cannot be diagnosed adds nothing
+                    continue
+                for h in sorted(hs, key=lambda h: -h.expected_gain)[:2]:
+                    add(h.to_config)
+        for a, b in itertools.combinations(tests, 2):
+            mine = {k for k, v in a.config.items() if inc.get(k) != v}
+            theirs = {k: v for k, v in b.config.items() if inc.get(k) != v}
+            if theirs and not mine & set(theirs):
+                add({**a.config, **theirs})
+        for c in rest[3:]:
+            add(c)
+        return out[:LOOKAHEAD]
 
     def _restart(self) -> bool:
         """Generic mode, stalled: no local move found a win beyond noise for `patience` tests,

@@ -110,6 +110,14 @@ class SearchContext:
         self.remeasured: list[Measurement] = []  # fresh rows from remeasure requests
         self.best: Measurement | None = None
         self.events: list[dict[str, Any]] = []  # provenance log, stored with the run (explain)
+        self.expected: list[Config] = []  # what the strategy expects to propose next (see expect)
+        self.lookahead = False  # whether anyone listens to `expect` (a live evaluator does)
+
+    def expect(self, configs: Iterable[Mapping[str, Any]]) -> None:
+        """Say which configs are likely to be proposed after the coming batch, most likely
+        first. Free and without effect on the search: a live evaluator compiles them on idle
+        workers while the batch is measured, so the next batch waits less."""
+        self.expected = [dict(c) for c in configs if not self.is_known(c)]
 
     def log(self, event: str, **fields: Any) -> None:
         """Record a step of the search's reasoning (observation, hypothesis, test, verdict),
@@ -334,6 +342,7 @@ def run(strategy: Strategy, evaluator: Any, budget: Budget | None = None,
     search = Search(strategy, evaluator.space, seeds, budget, memo, batch_size,
                     problem if problem is not None else getattr(evaluator, "problem", None), knowledge)
     now = clock or (lambda: evaluator.clock)
+    search.ctx.lookahead = hasattr(evaluator, "expect")
     if measure is None:
         def measure(b: Batch) -> list[Measurement]:
             return evaluator.remeasure(b) if b.kind == "remeasure" else evaluator.evaluate(b)
@@ -346,6 +355,9 @@ def run(strategy: Strategy, evaluator: Any, budget: Budget | None = None,
         batch = search.ask()
         if not batch:
             break
+        if search.ctx.expected and hasattr(evaluator, "expect"):
+            evaluator.expect(search.ctx.expected)
+        search.ctx.expected = []
         ms = measure(batch)
         search.tell(ms)
         best = search.best.objective if search.best else math.inf

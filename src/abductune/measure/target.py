@@ -1,0 +1,98 @@
+"""Which GPU architecture the benchmark worker will run on, read without a CUDA context.
+
+Compile workers compile offline for this target (measure/worker.py `TargetOnlyDriver`): they
+never create a CUDA context, so the pool starts in the time of an import. The answer comes
+from NVML (nvidia-ml-py), else `nvidia-smi`; when neither answers, or the visible GPUs differ
+in architecture, it is None and the compile workers fall back to a CUDA context each.
+`ABDUCTUNE_COMPILE_MODE=cuda` forces that fallback; `=offline` insists on the target.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+
+log = logging.getLogger(__name__)
+
+
+def _visible() -> list[str] | None:
+    """CUDA_VISIBLE_DEVICES as NVML indices or UUIDs (None: all devices)."""
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if env is None:
+        return None
+    return [d.strip() for d in env.split(",") if d.strip()]
+
+
+def _archs_nvml() -> list[int] | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as e:  # noqa: BLE001 - no NVML here
+        log.debug("NVML unavailable: %s", e)
+        return None
+    try:
+        handles = []
+        visible = _visible()
+        if visible is None:
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        else:
+            for d in visible:
+                handles.append(pynvml.nvmlDeviceGetHandleByIndex(int(d)) if d.isdigit()
+                               else pynvml.nvmlDeviceGetHandleByUUID(d))
+        archs = []
+        for h in handles:
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+            archs.append(int(major) * 10 + int(minor))
+        return archs
+    except Exception as e:  # noqa: BLE001 - an index or UUID NVML does not know
+        log.debug("NVML could not read the compute capability: %s", e)
+        return None
+
+
+def _archs_smi() -> list[int] | None:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return None
+    try:
+        r = subprocess.run([exe, "--query-gpu=compute_cap", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=20)
+        vals = [line.strip() for line in r.stdout.splitlines() if line.strip()]
+        archs = [int(round(float(v) * 10)) for v in vals]
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+    visible = _visible()
+    if visible is not None and all(d.isdigit() for d in visible):
+        archs = [archs[int(d)] for d in visible if int(d) < len(archs)]
+    return archs or None
+
+
+def gpu_arch() -> int | None:
+    """The compute capability (90 for sm_90) of the GPU CUDA will use, or None when it cannot
+    be known for sure without a CUDA context."""
+    archs = _archs_nvml() or _archs_smi()
+    if not archs:
+        return None
+    if len(set(archs)) > 1:
+        # which one is device 0 depends on CUDA's device order; a wrong guess would compile
+        # every config for the wrong GPU, so let the workers ask CUDA instead
+        log.info("visible GPUs differ in architecture (%s): compile workers use CUDA", sorted(set(archs)))
+        return None
+    return archs[0]
+
+
+def compile_target() -> tuple[int, int] | None:
+    """(arch, warp size) for offline compile workers, or None for CUDA-context workers."""
+    from ..errors import AbductuneError
+
+    mode = os.environ.get("ABDUCTUNE_COMPILE_MODE", "auto").strip().lower()
+    if mode not in ("auto", "cuda", "offline"):
+        raise AbductuneError(f"ABDUCTUNE_COMPILE_MODE={mode!r}: use auto, cuda or offline")
+    if mode == "cuda":
+        return None
+    arch = gpu_arch()
+    if arch is None and mode == "offline":
+        raise AbductuneError("ABDUCTUNE_COMPILE_MODE=offline, but the GPU's architecture cannot be read "
+                             "(install nvidia-ml-py, or unset ABDUCTUNE_COMPILE_MODE)")
+    return None if arch is None else (arch, 32)

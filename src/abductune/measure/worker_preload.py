@@ -1,0 +1,17 @@
+"""Imported once by the compile pool's fork server (live.py `_pool_context`), so every
+compile worker forked from it starts with torch, Triton and the built-in kernels loaded.
+Nothing here may touch CUDA: the workers compile offline or create their own context."""
+from __future__ import annotations
+
+import contextlib
+
+with contextlib.suppress(ImportError):
+    import torch  # noqa: F401
+
+with contextlib.suppress(ImportError):
+    from abductune import kernels
+    from abductune.measure import worker  # noqa: F401
+
+    for _name in kernels.names():
+        with contextlib.suppress(Exception):
+            kernels.get(_name)
