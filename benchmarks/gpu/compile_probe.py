@@ -31,7 +31,7 @@ def probe_mode(mode: str, spec, problem, configs: list[dict], workers: int) -> d
     t0 = time.perf_counter()
     c = Compiler(workers, facts="triton", target=target)
     c.warm()
-    for f in list(c._prefetch):
+    for f in list(c._futures.values()):
         f.result()
     start_s = time.perf_counter() - t0
     t1 = time.perf_counter()

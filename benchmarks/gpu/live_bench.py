@@ -134,7 +134,8 @@ def main() -> None:
             row["variants"][name] = {"strategy": strategy, "wall_s": o.wall_s, "evaluations": o.evaluations,
                                      "winner": o.winner.config if o.winner else None,
                                      "timing": o.session.timing if o.session else {},
-                                     "clocks": o.session.clocks if o.session else None}
+                                     "clocks": o.session.clocks if o.session else None,
+                                     "pipeline": o.session.pipeline if o.session else None}
             if o.winner is not None:
                 cfgs[name] = o.winner.config
             fixed_best = o.fixed_best

@@ -445,6 +445,11 @@ def _print_outcomes(outcomes: list[Any], mode: str) -> None:
         wall = sum(o.wall_s for o in outcomes)
         parts = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(timing.items(), key=lambda kv: -kv[1]))
         click.echo(f"wall {wall:.1f} s: {parts} (search includes measure and store)")
+    pipes = [o.session.pipeline for o in outcomes if o.session and o.session.pipeline]
+    if pipes:
+        tot = {k: sum(p.get(k, 0) for p in pipes) for k in ("batches", "configs", "ready", "under_way", "new")}
+        click.echo(f"compiles: {tot['configs']} configs in {tot['batches']} batches; compiled ahead and ready "
+                   f"{tot['ready']}, under way {tot['under_way']}, started when asked {tot['new']}")
 
 
 @main.command(name="kernels")

@@ -24,6 +24,7 @@ What happens in `run`:
 from __future__ import annotations
 
 import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -71,6 +72,7 @@ class SessionResult:
     noise: float = NOISE_FLOOR
     events: list[dict[str, Any]] = field(default_factory=list)  # the strategy's provenance log
     clocks: dict[str, Any] | None = None  # GPU clock state over the run (live, with NVML)
+    pipeline: dict[str, Any] | None = None  # live: compiles found ready / under way / started per batch
 
     @property
     def total_evaluations(self) -> int:
@@ -86,7 +88,8 @@ class SessionResult:
                 "baselines": {k: t(v) for k, v in self.baselines.items()},
                 "baseline_configs": {k: v.config if v is not None else None for k, v in self.baselines.items()},
                 "runoff": [{"config": m.config, "ms": m.time_ms, "id": m.id} for m in self.runoff],
-                "timing": self.timing, "noise": self.noise, "heuristics": self.heuristics}
+                "timing": self.timing, "noise": self.noise, "heuristics": self.heuristics,
+                "pipeline": self.pipeline}
 
 
 def tune_key(strategy: Strategy, options: Mapping[str, Any]) -> str:
@@ -272,7 +275,8 @@ class Session:
                                self.evaluator.clock - clock0, wall, self.run_id,
                                last.id if last else None, res.history, base, runoff, res.trace,
                                self.heuristics, dict(self.timing), noise, res.events,
-                               _clock_summary(getattr(self.evaluator, "clock_log", None)))
+                               _clock_summary(getattr(self.evaluator, "clock_log", None)),
+                               copy.deepcopy(getattr(self.evaluator, "pipeline", None)))
         summary = {"evaluations": res.evaluations, "spent_before": spent, "seconds": result.seconds,
                    "wall_s": wall, "timing": self.timing,
                    "winner_ms": winner.time_ms if winner is not None else None,

@@ -67,7 +67,7 @@ class TuneOutcome:
                 "run_id": s.run_id if s else None, "spent_before": s.spent_before if s else 0,
                 "resumed_from": s.resumed_from if s else None, "timing": s.timing if s else {},
                 "runoff": [m.config for m in s.runoff] if s else [],
-                "clocks": s.clocks if s else None}
+                "clocks": s.clocks if s else None, "pipeline": s.pipeline if s else None}
 
 
 # the best theory prediction and the runner-up rule's, when it gives another config: a hedge

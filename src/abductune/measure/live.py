@@ -139,6 +139,7 @@ class Compiler:
         # prefetch is still compiling waits for that compile instead of starting a second one
         self._futures: dict[tuple, cf.Future] = {}
         self._problem_key: Any = None
+        self.last_stats: dict[str, int] = {}  # the last compile's configs: ready, under way, new
 
     @property
     def prefetched(self) -> set[str]:
@@ -220,8 +221,12 @@ class Compiler:
         `busy_cap` compiles (default: the workers) are under way."""
         self._fit_workers(problem)
         futs: dict[cf.Future, list[int]] = {}
+        stats = {"ready": 0, "under_way": 0, "new": 0}
         for i, c in enumerate(configs):
-            futs.setdefault(self._submit(kernel_name, c, problem)[0], []).append(i)
+            fut, new = self._submit(kernel_name, c, problem)
+            stats["new" if new else "ready" if fut.done() else "under_way"] += 1
+            futs.setdefault(fut, []).append(i)
+        self.last_stats = stats
         if after:
             room = (self.workers if busy_cap is None else busy_cap) - self.busy()
             if room > 0:
@@ -371,7 +376,12 @@ class LiveEvaluator(Evaluator):
         self.incumbent_ms: float | None = None
         self.compile_misses = 0
         self._expected: list[dict] = []
+        self._later: list[dict] = []  # baselines: compiled ahead after the search's own configs
         self.timing: dict[str, float] = {}
+        # per batch: compiles found done (ready), under way, or started; configs offered for
+        # speculation; seconds the batch waited on compiles
+        self.pipeline: dict[str, Any] = {"batches": 0, "configs": 0, "ready": 0, "under_way": 0, "new": 0,
+                                         "speculated": 0, "batch_wait_s": []}
         self.clocks = Clocks()
         self.clock_log: list[dict[str, Any]] = []
         # the worker's start and setup (a process, torch, a CUDA context, the inputs) run in the
@@ -428,6 +438,13 @@ class LiveEvaluator(Evaluator):
             if m is None:  # compile timed out: no callback came
                 out[i] = Measurement(dict(configs[i]), "timeout", error="compile did not finish")
         total = time.perf_counter() - t0
+        p = self.pipeline
+        p["batches"] += 1
+        p["configs"] += len(configs)
+        for k, v in (getattr(self.compiler, "last_stats", None) or {}).items():
+            p[k] = p.get(k, 0) + v
+        p["speculated"] += len(after)
+        p["batch_wait_s"].append(round(total - bench_s[0], 3))
         self.timing["compile_wait"] = self.timing.get("compile_wait", 0.0) + total - bench_s[0]
         self.clock += total
         if state is not None:
@@ -435,10 +452,10 @@ class LiveEvaluator(Evaluator):
         return out  # type: ignore[return-value]
 
     def prefetch_hint(self, configs: Sequence[Mapping[str, Any]]) -> None:
-        """Configs the caller will ask for later (the baselines): compile them in the background."""
+        """Configs the caller will ask for later (the baselines): compiled ahead once the
+        batches in hand and what the strategy expects next are queued."""
         if self.prefetch:
-            self.compiler.prefetch(self.spec.name, [dict(c) for c in configs], self.problem,
-                                   max(0, self._busy_cap() - self.compiler.busy()))
+            self._later += [dict(c) for c in configs]
 
     def expect(self, configs: Sequence[Mapping[str, Any]]) -> None:
         """Configs the strategy expects to ask for next (it proposes ahead): the next batch
@@ -451,11 +468,14 @@ class LiveEvaluator(Evaluator):
         return max(1, min(self.compiler.workers, (os.cpu_count() or 2) - 2))
 
     def _speculation(self, configs: Sequence[Mapping[str, Any]]) -> list[dict]:
-        """What to compile ahead, most likely first: what the strategy said it expects, then
-        the single-parameter neighbours of this batch (what a local search asks next)."""
+        """What to compile ahead, most likely first: what the strategy said it expects, the
+        baselines (measured at the end), then the single-parameter neighbours of this batch
+        (what a local search asks next)."""
         asked = {repr(sorted(dict(c).items())) for c in configs}
         out: list[dict] = []
-        for c in list(self._expected) + [n for c in configs for n in self.space.neighbours(c, 1)]:
+        self._later = [c for c in self._later if repr(sorted(c.items())) not in self.compiler.prefetched]
+        near = [n for c in configs for n in self.space.neighbours(c, 1)]
+        for c in list(self._expected) + list(self._later) + near:
             k = repr(sorted(c.items()))
             if k not in asked:
                 asked.add(k)
