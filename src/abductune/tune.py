@@ -121,12 +121,18 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
     `store`: a Store (or path); replay uses a private in-memory store when none is given."""
     from . import kernels
 
+    t0 = time.perf_counter()
+    pre: dict[str, float] = {}  # where the seconds before and after the Session went
+
+    def lap(phase: str, since: float) -> float:
+        now = time.perf_counter()
+        pre[f"tune.{phase}"] = pre.get(f"tune.{phase}", 0.0) + now - since
+        return now
     if mode == "auto":
         mode = "live" if gpu_available() else "replay"
     if mode not in ("live", "replay"):
         raise AbductuneError(f"mode must be live, replay or auto, got {mode!r}")
     budget = budget or Budget(64)
-    t0 = time.perf_counter()
     optimum = None
     if mode == "replay":
         from .datasets.bundled import find_bundled
@@ -146,20 +152,28 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
         from .measure.live import LiveEvaluator
 
         spec = kernels.get(kernel)
+        t = time.perf_counter()
         problem = spec.problem(dims, local_hardware())
+        t = lap("hardware", t)
         ev = LiveEvaluator(spec, problem, compile_workers=compile_workers, seed=seed,
                            **{"shared": True, **(live_options or {})})
+        lap("evaluator_start", t)
         fixed, default_cfg = spec.fixed_configs(), spec.default_config()
         toolchain = toolchain_key()
         # `exclude`: a benchmark on shapes the packaged knowledge was learned from leaves it out
     try:
+        t = time.perf_counter()
         all_seeds, fired = seed_list(problem, ev.space, default_cfg, seeds, heuristics, database, exclude)
+        lap("seeds", t)
         with Session(ev, strategy=strategy, seed=seed, options=options, budget=budget, seeds=all_seeds,
                      store=store, toolchain=toolchain, heuristics=fired) as session:
             res = session.run(baselines={"fixed": fixed, "default": [default_cfg]}, vendor=True,
                               on_batch=on_batch)
     finally:
+        t = time.perf_counter()
         ev.close()
+        lap("close", t)
+    res.timing.update(pre)
     vendor = res.baselines.get("vendor")
     return TuneOutcome(kernel, dims, mode, strategy, res.winner, res.evaluations, res.seconds,
                        time.perf_counter() - t0, res.baselines.get("fixed"), res.baselines.get("default"),

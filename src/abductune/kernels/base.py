@@ -96,6 +96,12 @@ class KernelSpec(ABC):
     @abstractmethod
     def make_inputs(self, problem: Problem, device: str = "cuda", seed: int = 0) -> tuple: ...
 
+    def tensor_shapes(self, problem: Problem) -> tuple[list[tuple[int, ...]], tuple[int, ...]] | None:
+        """(input shapes, output shape) when every tensor is contiguous and of `dtype`: enough
+        for a compile-only launch on stand-in tensors, without torch. None: compile workers
+        build meta tensors with `make_inputs(problem, "meta")` instead."""
+        return None
+
     @abstractmethod
     def reference(self, inputs: tuple) -> Any: ...
 

@@ -76,6 +76,10 @@ class GeluMulSpec(KernelSpec):
         gate = (3 * torch.randn(n, generator=g, device=device)).to(dt)  # reaches both GELU tails
         return x, gate
 
+    def tensor_shapes(self, problem: Problem) -> tuple[list[tuple[int, ...]], tuple[int, ...]]:
+        n = problem.dims["numel"]
+        return [(n,), (n,)], (n,)
+
     def reference(self, inputs: tuple) -> torch.Tensor:
         import torch
         x, g = (t.double() for t in inputs)

@@ -139,6 +139,10 @@ class MatmulSpec(KernelSpec):
         b = (torch.randn(d["K"], d["N"], generator=g, device=device) / d["K"] ** 0.5).to(dt)
         return a, b
 
+    def tensor_shapes(self, problem: Problem) -> tuple[list[tuple[int, ...]], tuple[int, ...]]:
+        d = problem.dims
+        return [(d["M"], d["K"]), (d["K"], d["N"])], (d["M"], d["N"])
+
     def reference(self, inputs: tuple) -> torch.Tensor:
         import torch
         a, b = inputs

@@ -100,6 +100,10 @@ class RMSNormSpec(KernelSpec):
         w = (1.0 + 0.5 * torch.randn(d["cols"], generator=g, device=device)).to(dt)
         return x, w
 
+    def tensor_shapes(self, problem: Problem) -> tuple[list[tuple[int, ...]], tuple[int, ...]]:
+        d = problem.dims
+        return [(d["rows"], d["cols"]), (d["cols"],)], (d["rows"], d["cols"])
+
     def reference(self, inputs: tuple) -> torch.Tensor:
         import torch
         x, w = (t.double() for t in inputs)

@@ -104,6 +104,10 @@ class SoftmaxSpec(KernelSpec):
         x = torch.randn(d["rows"], d["cols"], generator=self._generator(device, seed), device=device) * 4
         return (x.to(torch_dtype(self.dtype)),)
 
+    def tensor_shapes(self, problem: Problem) -> tuple[list[tuple[int, ...]], tuple[int, ...]]:
+        d = problem.dims
+        return [(d["rows"], d["cols"])], (d["rows"], d["cols"])
+
     def reference(self, inputs: tuple) -> torch.Tensor:
         import torch
         return torch.softmax(inputs[0].double(), dim=-1).float()

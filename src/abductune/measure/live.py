@@ -140,24 +140,38 @@ class Compiler:
         self._futures: dict[tuple, cf.Future] = {}
         self._problem_key: Any = None
         self.last_stats: dict[str, int] = {}  # the last compile's configs: ready, under way, new
+        import threading
+
+        self._lock = threading.RLock()  # the pool is started by warm()'s thread or the first compile
+        self._warming = False
 
     @property
     def prefetched(self) -> set[str]:
         """Configs (repr of sorted items) submitted for the current problem."""
-        return {k[2] for k in self._futures}
+        with self._lock:
+            return {k[2] for k in self._futures if k[0] != "warm"}
 
     def warm(self) -> None:
-        """Start every worker now (imports; a CUDA context in the fallback mode), so the pool's
-        start-up overlaps the benchmark worker's instead of delaying the first batch."""
+        """Start every worker now, in the background (the first start waits for the fork
+        server's imports), so the pool's start-up overlaps the benchmark worker's and the
+        caller's own preparations instead of delaying them; a compile waits for it."""
+        import threading
+
         from .worker import warm_task
 
-        pool = self._get_pool()
-        for i in range(self.workers):
-            self._futures[("warm", i, "")] = pool.submit(warm_task)
+        def start() -> None:
+            with self._lock:
+                pool = self._get_pool()
+                for i in range(self.workers):
+                    self._futures[("warm", i, "")] = pool.submit(warm_task)
+        if self._pool is None and not self._warming:
+            self._warming = True
+            threading.Thread(target=start, daemon=True, name="abductune-compile-pool").start()
 
     def busy(self) -> int:
         """Compiles submitted and not finished (running or queued)."""
-        return sum(not f.done() for f in self._futures.values())
+        with self._lock:
+            return sum(not f.done() for f in self._futures.values())
 
     def idle(self) -> int:
         """Workers with nothing submitted to them (a rough count: the pool does not say)."""
@@ -168,6 +182,10 @@ class Compiler:
 
     def _submit(self, kernel_name: str, config: Mapping[str, Any], problem: Problem) -> tuple[cf.Future, bool]:
         """The compile of config: the one already submitted, or a new one (second item True)."""
+        with self._lock:
+            return self._submit_locked(kernel_name, config, problem)
+
+    def _submit_locked(self, kernel_name: str, config: Mapping[str, Any], problem: Problem) -> tuple[cf.Future, bool]:
         from .worker import compile_task
 
         pkey = (kernel_name, problem.key())
@@ -194,6 +212,10 @@ class Compiler:
         return n
 
     def _get_pool(self) -> cf.ProcessPoolExecutor:
+        with self._lock:
+            return self._start_pool()
+
+    def _start_pool(self) -> cf.ProcessPoolExecutor:
         if self._pool is None:
             from .worker import _init_compile_worker
 
@@ -272,6 +294,7 @@ class Compiler:
 
     def shutdown(self, kill: bool = False) -> None:
         self._futures = {}
+        self._warming = False
         self._problem_key = None
         if self._pool is None:
             return

@@ -24,7 +24,8 @@ def _visible() -> list[str] | None:
     return [d.strip() for d in env.split(",") if d.strip()]
 
 
-def _archs_nvml() -> list[int] | None:
+def _devices_nvml() -> list[tuple[str, int]] | None:
+    """(name, arch) of each GPU CUDA can see, from NVML; None when NVML cannot say."""
     try:
         import pynvml
 
@@ -41,11 +42,12 @@ def _archs_nvml() -> list[int] | None:
             for d in visible:
                 handles.append(pynvml.nvmlDeviceGetHandleByIndex(int(d)) if d.isdigit()
                                else pynvml.nvmlDeviceGetHandleByUUID(d))
-        archs = []
+        out = []
         for h in handles:
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
-            archs.append(int(major) * 10 + int(minor))
-        return archs
+            name = pynvml.nvmlDeviceGetName(h)
+            out.append((name.decode() if isinstance(name, bytes) else str(name), int(major) * 10 + int(minor)))
+        return out
     except Exception as e:  # noqa: BLE001 - an index or UUID NVML does not know
         log.debug("NVML could not read the compute capability: %s", e)
         return None
@@ -66,6 +68,20 @@ def _archs_smi() -> list[int] | None:
     if visible is not None and all(d.isdigit() for d in visible):
         archs = [archs[int(d)] for d in visible if int(d) < len(archs)]
     return archs or None
+
+
+def _archs_nvml() -> list[int] | None:
+    devs = _devices_nvml()
+    return [a for _, a in devs] if devs else None
+
+
+def visible_gpu() -> tuple[str, int] | None:
+    """(name, arch) of the GPU CUDA will call device 0, when every visible GPU is the same
+    model (so CUDA's device order cannot matter); None otherwise or without NVML."""
+    devs = _devices_nvml()
+    if not devs or len(set(devs)) > 1:
+        return None
+    return devs[0]
 
 
 def gpu_arch() -> int | None:

@@ -10,7 +10,7 @@ import os
 import statistics
 import time
 import traceback
-from typing import Any
+from typing import Any, Sequence
 
 from .replies import BenchReply, CompileResult, InterleavedReply, SetupReply
 
@@ -102,29 +102,84 @@ def _init_compile_worker(target: tuple[int, int] | None = None, env: dict[str, s
 
 def warm_task() -> bool:
     """Start-up work of a compile worker, done before the first real compile."""
-    import torch
-
     from .. import kernels  # noqa: F401 - imports triton and the kernels' modules
 
     if "target" not in _COMPILE_STATE:
+        import torch
+
         torch.cuda.init()
     return True
 
 
-def _compile_inputs(spec: Any, problem: Any) -> tuple:
-    """The buffers a compile-only launch passes: meta tensors offline (shapes, dtypes and a
-    16-byte-aligned null pointer: what specialisation reads), else uninitialised GPU memory."""
-    import torch
+class _DType:
+    """A dtype as Triton's specialisation reads it: by name ("torch.float16")."""
 
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+    __repr__ = __str__
+
+
+class DuckTensor:
+    """A contiguous tensor's shape and dtype and a 16-byte-aligned null pointer: all that a
+    compile-only launch of a built-in kernel reads, so offline workers need no torch (a third
+    of their start-up). Checked at a worker's first compile; meta tensors otherwise."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: Sequence[int], dtype: str):
+        from ..kernels.base import TORCH_DTYPES
+
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = _DType(TORCH_DTYPES[dtype])
+
+    def data_ptr(self) -> int:
+        return 0
+
+    def stride(self, dim: int | None = None) -> Any:
+        out, step = [], 1
+        for d in reversed(self.shape):
+            out.append(step)
+            step *= d
+        out.reverse()
+        return tuple(out) if dim is None else out[dim]
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+def _compile_inputs(spec: Any, problem: Any) -> tuple:
+    """The buffers a compile-only launch passes: offline, stand-in tensors (`DuckTensor`, or
+    meta tensors when the kernel gives no `tensor_shapes` or duck tensors failed here); with a
+    CUDA context, uninitialised GPU memory."""
     pkey = (spec.name, problem.key())
     if _COMPILE_STATE.get("pkey") != pkey:
         _COMPILE_STATE.pop("io", None)
-        if "target" in _COMPILE_STATE:
-            inputs = spec.make_inputs(problem, "meta", 0)
+        shapes = spec.tensor_shapes(problem) if "target" in _COMPILE_STATE and \
+            not _COMPILE_STATE.get("no_duck") else None
+        if shapes is not None:
+            io = (tuple(DuckTensor(s, spec.dtype) for s in shapes[0]), DuckTensor(shapes[1], spec.dtype))
         else:
-            torch.cuda.empty_cache()
-            inputs = tuple(torch.empty_like(t) for t in spec.make_inputs(problem, "cuda", 0))
-        _COMPILE_STATE["io"] = (inputs, spec.alloc_output(problem, inputs))
+            import torch
+
+            if "target" in _COMPILE_STATE:
+                inputs = spec.make_inputs(problem, "meta", 0)
+            else:
+                torch.cuda.empty_cache()
+                inputs = tuple(torch.empty_like(t) for t in spec.make_inputs(problem, "cuda", 0))
+            io = (inputs, spec.alloc_output(problem, inputs))
+        _COMPILE_STATE["io"] = io
         _COMPILE_STATE["pkey"] = pkey
     return _COMPILE_STATE["io"]
 
@@ -141,6 +196,19 @@ def compile_task(kernel_name: str, config: dict, problem_dict: dict, facts: str 
 
     spec = kernels.get(kernel_name)
     problem = Problem.from_dict(problem_dict)
+    res = _compile(spec, config, problem, facts)
+    duck = isinstance(_COMPILE_STATE["io"][1], DuckTensor)
+    if duck and not _COMPILE_STATE.get("duck_ok"):
+        if res.ok:
+            _COMPILE_STATE["duck_ok"] = True
+        else:  # perhaps this Triton (or this kernel's launch) wants real tensor objects
+            _COMPILE_STATE["no_duck"] = True
+            _COMPILE_STATE.pop("pkey", None)
+            res = _compile(spec, config, problem, facts)
+    return res
+
+
+def _compile(spec: Any, config: dict, problem: Any, facts: str) -> CompileResult:
     inputs, out = _compile_inputs(spec, problem)
     offline = "target" in _COMPILE_STATE
     _COMPILE_STATE["kernel"] = None

@@ -1,12 +1,10 @@
 """Imported once by the compile pool's fork server (live.py `_pool_context`), so every
-compile worker forked from it starts with torch, Triton and the built-in kernels loaded.
+compile worker forked from it starts with Triton and the built-in kernels loaded. Not torch:
+offline workers compile on stand-in tensors (worker.DuckTensor); the rest import it then.
 Nothing here may touch CUDA: the workers compile offline or create their own context."""
 from __future__ import annotations
 
 import contextlib
-
-with contextlib.suppress(ImportError):
-    import torch  # noqa: F401
 
 with contextlib.suppress(ImportError):
     from abductune import kernels
