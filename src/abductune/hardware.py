@@ -324,16 +324,7 @@ def sm_count(hw: HardwareInfo | None, default: int = 108) -> int:
 # ----------------------------------------------------------------------------- this machine
 
 def local_hardware() -> HardwareInfo:
-    """The local GPU as a HardwareInfo: a known GPU from NVML without touching CUDA (this
-    process then needs no CUDA context: the workers have their own), else the table entry
-    corrected by torch's device properties."""
-    from .measure.target import visible_gpu
-
-    seen = visible_gpu()
-    if seen is not None and "MIG" not in seen[0]:  # a MIG slice has fewer SMs than its GPU
-        known = lookup(seen[0], strict=False)
-        if known is not None:
-            return known.with_measured(compute_capability=(seen[1] // 10, seen[1] % 10))
+    """The local GPU as a HardwareInfo (known table entry, corrected by device properties)."""
     try:
         import torch
     except ImportError:

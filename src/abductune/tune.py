@@ -128,6 +128,14 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
         now = time.perf_counter()
         pre[f"tune.{phase}"] = pre.get(f"tune.{phase}", 0.0) + now - since
         return now
+    if mode in ("auto", "live"):
+        from .measure.target import visible_gpu
+
+        if visible_gpu() is not None:  # the workers' fork server imports while we do
+            from .measure.live import prestart
+
+            prestart()
+            lap("prestart", t0)
     if mode == "auto":
         mode = "live" if gpu_available() else "replay"
     if mode not in ("live", "replay"):
@@ -148,8 +156,9 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
         problem = ds.problem
         exclude: Any = problem  # never seed a replay with rules learned from this very dataset
     else:
-        from .hardware import local_hardware, toolchain_key
+        from .hardware import toolchain_key
         from .measure.live import LiveEvaluator
+        from .measure.target import local_hardware
 
         spec = kernels.get(kernel)
         t = time.perf_counter()

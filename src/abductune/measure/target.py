@@ -12,6 +12,10 @@ import logging
 import os
 import shutil
 import subprocess
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..hardware import HardwareInfo
 
 log = logging.getLogger(__name__)
 
@@ -112,3 +116,17 @@ def compile_target() -> tuple[int, int] | None:
         raise AbductuneError("ABDUCTUNE_COMPILE_MODE=offline, but the GPU's architecture cannot be read "
                              "(install nvidia-ml-py, or unset ABDUCTUNE_COMPILE_MODE)")
     return None if arch is None else (arch, 32)
+
+
+def local_hardware() -> "HardwareInfo":
+    """The local GPU as a HardwareInfo: a known GPU named by NVML needs no CUDA context in
+    this process (the workers hold their own); anything else asks torch (hardware.py)."""
+    from ..hardware import local_hardware as from_torch
+    from ..hardware import lookup
+
+    seen = visible_gpu()
+    if seen is not None and "MIG" not in seen[0]:  # a MIG slice has fewer SMs than its GPU
+        known = lookup(seen[0], strict=False)
+        if known is not None:
+            return known.with_measured(compute_capability=(seen[1] // 10, seen[1] % 10))
+    return from_torch()

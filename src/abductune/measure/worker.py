@@ -411,8 +411,16 @@ class _Bench:
         return samples
 
 
-def bench_server(conn: Any) -> None:  # noqa: C901
-    """Main loop of the benchmark worker process (multiprocessing 'spawn' target)."""
+def bench_server(conn: Any, env: dict[str, str] | None = None, path: list[str] | None = None) -> None:  # noqa: C901
+    """Main loop of the benchmark worker process. `env`, `path`: the parent's environment and
+    sys.path when it started us (a fork server holds older ones), set before CUDA starts."""
+    import sys
+
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    if path is not None:
+        sys.path[:] = path
     try:
         bench = _Bench()
     except Exception as e:  # noqa: BLE001

@@ -1,10 +1,14 @@
-"""Imported once by the compile pool's fork server (live.py `_pool_context`), so every
-compile worker forked from it starts with Triton and the built-in kernels loaded. Not torch:
-offline workers compile on stand-in tensors (worker.DuckTensor); the rest import it then.
-Nothing here may touch CUDA: the workers compile offline or create their own context."""
+"""Imported once by the fork server the workers start from (live.py `_server_context`), so
+every compile worker and the benchmark worker start with torch, Triton and the built-in
+kernels loaded: one import in all, not one per worker contending for the CPU (Triton 3.6
+imports torch at a worker's first compile even on stand-in tensors). Nothing here may touch
+CUDA: workers compile offline or create their own context after the fork."""
 from __future__ import annotations
 
 import contextlib
+
+with contextlib.suppress(ImportError):
+    import torch  # noqa: F401
 
 with contextlib.suppress(ImportError):
     from abductune import kernels
