@@ -374,6 +374,23 @@ def toolchain() -> dict[str, Any]:
 
 def toolchain_key(info: dict[str, Any] | None = None) -> str:
     """"torch=2.4.1;triton=3.4.0" from `toolchain()` (or `info`): the versions that decide
-    whether a stored measurement still holds; "" without torch and triton."""
-    info = toolchain() if info is None else info
+    whether a stored measurement still holds; "" without torch and triton. Without `info` the
+    versions come from the installed packages' metadata: no import, no CUDA."""
+    if info is None:
+        info = installed_versions()
+        if len(info) < len(TOOLCHAIN_KEY_FIELDS):
+            info = toolchain()
     return ";".join(f"{k}={info[k]}" for k in TOOLCHAIN_KEY_FIELDS if info.get(k))
+
+
+def installed_versions() -> dict[str, str]:
+    """torch and triton versions as installed (package metadata), those that are."""
+    from importlib import metadata
+
+    out = {}
+    for name in TOOLCHAIN_KEY_FIELDS:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return out

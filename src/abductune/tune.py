@@ -18,6 +18,16 @@ log = logging.getLogger(__name__)
 
 
 def gpu_available() -> bool:
+    """Whether live tuning can run here. NVML naming a GPU and a torch that is not a CPU build
+    answer without importing torch (seconds) or starting CUDA in this process."""
+    from .hardware import installed_versions
+    from .measure.target import visible_gpu
+
+    torch_version = installed_versions().get("torch")
+    if torch_version is None:
+        return False
+    if visible_gpu() is not None and "+cpu" not in torch_version:
+        return True
     try:
         import torch
     except ImportError:
@@ -137,7 +147,9 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
             prestart()
             lap("prestart", t0)
     if mode == "auto":
+        t = time.perf_counter()
         mode = "live" if gpu_available() else "replay"
+        lap("gpu_check", t)
     if mode not in ("live", "replay"):
         raise AbductuneError(f"mode must be live, replay or auto, got {mode!r}")
     budget = budget or Budget(64)
