@@ -81,7 +81,6 @@ def test_most_configs_the_engine_proposes_were_named_a_batch_ahead():
         if total:
             rates.append(hits / total)
     assert len(rates) >= 10
-    print("named-ahead rate", round(statistics.fmean(rates), 3), round(min(rates), 3))
     assert statistics.fmean(rates) >= 0.5, rates
 
 
