@@ -164,3 +164,25 @@ def test_a_config_under_way_as_speculation_is_waited_for_not_compiled_again():
         pass
     c._pool.futures[repr(sorted(cfgs[5].items()))].set_result(CompileResult("ok", 1.0))
     t.join(5)
+
+
+def test_a_compile_whose_worker_died_is_tried_afresh_when_asked_again():
+    spec = kernels.get("gelu_mul_fp16")
+    problem = spec.problem({"numel": 1 << 20})
+    cfg = spec.space().valid_configs()[0]
+    c = _compiler()
+    got = []
+    t = threading.Thread(target=lambda: got.append(c.compile(spec.name, [cfg], problem)))
+    t.start()
+    while len(c._pool.submitted) < 1:
+        pass
+    c._pool.futures[repr(sorted(cfg.items()))].set_exception(RuntimeError("worker killed"))
+    t.join(5)
+    assert got[0][0].status == "compile_error" and "died" in got[0][0].error
+    t = threading.Thread(target=lambda: got.append(c.compile(spec.name, [cfg], problem)))
+    t.start()
+    while len(c._pool.submitted) < 2:
+        pass
+    c._pool.finish(cfg)
+    t.join(5)
+    assert got[1][0].ok

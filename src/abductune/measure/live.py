@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 import time
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import AbductuneError
@@ -118,11 +119,12 @@ class BenchWorker:
 
 
 class Compiler:
-    """Parallel compile-only pool (spawn). Hung compiles time out; the pool is then rebuilt.
+    """Parallel compile-only pool (forked from the workers' server). Hung compiles time out and
+    a broken pool is rebuilt; a compile whose worker died is tried afresh when asked again.
 
     `target` (arch, warp size): workers compile offline for it, through Triton's own launch
-    path with a stand-in driver and meta tensors: no CUDA context, no GPU buffers, and the same
-    cache key as the benchmark worker's launch. "auto" reads the GPU's architecture (NVML);
+    path with a stand-in driver and stand-in tensors: no CUDA context, no GPU buffers, and the
+    same cache key as the benchmark worker's launch. "auto" reads the GPU's architecture (NVML);
     None: every worker creates a CUDA context and launches on real buffers (the fallback)."""
 
     def __init__(self, workers: int | None = None, timeout_s: float = 180.0, facts: str = "ptxas",
@@ -197,7 +199,13 @@ class Compiler:
         fut = self._futures.get(key)
         if fut is not None:
             return fut, False
-        fut = self._get_pool().submit(compile_task, kernel_name, dict(config), problem.to_dict(), self.facts)
+        args = (compile_task, kernel_name, dict(config), problem.to_dict(), self.facts)
+        try:
+            fut = self._get_pool().submit(*args)
+        except BrokenProcessPool:  # a worker died hard earlier: start a fresh pool
+            self.shutdown(kill=True)
+            self._problem_key = pkey
+            fut = self._get_pool().submit(*args)
         self._futures[key] = fut
         return fut, True
 
@@ -263,6 +271,8 @@ class Compiler:
                     res = f.result()
                 except Exception as e:  # noqa: BLE001 - a worker process died
                     res = CompileResult("compile_error", error=f"compile worker died: {e}")
+                    with self._lock:  # not an answer to keep: asked again, it compiles afresh
+                        self._futures = {k: v for k, v in self._futures.items() if v is not f}
                 for i in futs[f]:
                     results[i] = res
                     if on_done:
