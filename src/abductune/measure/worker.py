@@ -69,13 +69,9 @@ class TargetOnlyDriver:
         return True
 
 
-def _init_compile_worker(target: tuple[int, int] | None = None, env: dict[str, str] | None = None,
-                         path: list[str] | None = None) -> None:
-    """Make every Triton launch in this process compile only (warmup), capturing the kernel.
-    `target` (arch, warp size): compile offline for it (`TargetOnlyDriver`, meta tensors);
-    None: create a CUDA context and compile with real buffers (the fallback). `env`, `path`:
-    the parent's environment and sys.path now (a fork server holds the ones it started with;
-    TRITON_CACHE_DIR and friends must be the parent's current ones)."""
+def _adopt(env: dict[str, str] | None, path: list[str] | None) -> None:
+    """Take the parent's environment and sys.path as they are now (a worker forked from the
+    fork server holds the ones the server started with)."""
     import sys
 
     if env is not None:
@@ -83,6 +79,16 @@ def _init_compile_worker(target: tuple[int, int] | None = None, env: dict[str, s
         os.environ.update(env)
     if path is not None:
         sys.path[:] = path
+
+
+def _init_compile_worker(target: tuple[int, int] | None = None, env: dict[str, str] | None = None,
+                         path: list[str] | None = None) -> None:
+    """Make every Triton launch in this process compile only (warmup), capturing the kernel.
+    `target` (arch, warp size): compile offline for it (`TargetOnlyDriver`, meta tensors);
+    None: create a CUDA context and compile with real buffers (the fallback). `env`, `path`:
+    the parent's environment and sys.path now (a fork server holds the ones it started with;
+    TRITON_CACHE_DIR and friends must be the parent's current ones)."""
+    _adopt(env, path)
     from triton.runtime.jit import JITFunction
 
     if target is not None:
@@ -221,11 +227,11 @@ def _compile(spec: Any, config: dict, problem: Any, facts: str) -> CompileResult
             return CompileResult("ok", compile_s)
         smem = int(getattr(k.metadata, "shared", 0) or 0)
         if offline:
-            hw = problem.hardware
-            if hw is not None and hw.smem_per_block and smem > hw.smem_per_block:
-                return CompileResult("resource_error", compile_s, None, smem,
-                                     error=f"out of resource: shared memory {smem} B exceeds the "
-                                           f"per-block limit {hw.smem_per_block} B of {hw.name}")
+            from .static import prune_reason  # registers are unknown until a launch: smem only
+
+            why = prune_reason({"smem_bytes": smem}, config, problem.hardware) if problem.hardware else ""
+            if why:
+                return CompileResult("resource_error", compile_s, None, smem, error=f"out of resource: {why}")
             regs = spills = None
         else:
             k._init_handles()  # loads the module: raises OutOfResources if it cannot fit
@@ -414,13 +420,7 @@ class _Bench:
 def bench_server(conn: Any, env: dict[str, str] | None = None, path: list[str] | None = None) -> None:  # noqa: C901
     """Main loop of the benchmark worker process. `env`, `path`: the parent's environment and
     sys.path when it started us (a fork server holds older ones), set before CUDA starts."""
-    import sys
-
-    if env is not None:
-        os.environ.clear()
-        os.environ.update(env)
-    if path is not None:
-        sys.path[:] = path
+    _adopt(env, path)
     try:
         bench = _Bench()
     except Exception as e:  # noqa: BLE001
