@@ -312,6 +312,10 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
 @click.option("--strategy", default="abduction", show_default=True)
 @click.option("--budget", type=int, default=32, show_default=True,
               help="Evaluations per shape (seeds included).")
+@click.option("--full-budget", is_flag=True,
+              help="Spend the whole budget. By default abduction stops early once the search has "
+                   "settled: the incumbent stood against `patience` tests and no untested move is "
+                   "expected to gain more than the noise.")
 @click.option("--no-heuristics", is_flag=True, help="Start without seed configs from heuristics.")
 @click.option("--database", default=None, type=click.Path(exists=True),
               help="Observed-heuristics database (a file or folder written by `abductune harvest`) "
@@ -323,8 +327,8 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
 @click.option("--store", "store_path", default=None, help="SQLite store. Live default: the user cache "
               "dir (every measurement recorded, reruns resume); replay default: in memory.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
-def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, seconds: float | None,
-             no_heuristics: bool, database: str | None, mode: str, seed: int, store_path: str | None,
+def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, full_budget: bool,
+             seconds: float | None, no_heuristics: bool, database: str | None, mode: str, seed: int, store_path: str | None,
              json_out: str | None) -> None:
     """Tune built-in kernels: live on a GPU, else by replaying bundled H100 measurements."""
     from . import kernels
@@ -382,7 +386,7 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, s
                 bar.update(task, evals=f"{count[0]} evals")
             outcomes.append(tune_one(k, d, strategy=strategy, budget=Budget(budget, seconds), seed=seed,
                                      mode=mode, store=store, heuristics=not no_heuristics, database=db,
-                                     on_batch=on_batch))
+                                     stop_early=not full_budget, on_batch=on_batch))
             bar.advance(task)
     if store is not None:
         store.close()
@@ -430,6 +434,10 @@ def _print_outcomes(outcomes: list[Any], mode: str) -> None:
     for i, o in enumerate(outcomes, 1):
         click.echo(f"#{i} {o.kernel} {','.join(f'{a}={b}' for a, b in o.dims.items())}: "
                    f"{format_config(o.winner.config if o.winner else None)}")
+    settled = [o for o in outcomes if o.stopped_early]
+    if settled:
+        click.echo(f"{len(settled)} of {len(outcomes)} shape(s) stopped before the budget: the search "
+                   "settled (no untested move expected to gain more than the noise); --full-budget spends it all")
     clocks = [o.session.clocks for o in outcomes if o.session and o.session.clocks]
     if clocks:
         lo = min((c["sm_mhz_min"] for c in clocks if c["sm_mhz_min"]), default=None)

@@ -64,12 +64,17 @@ class TuneOutcome:
             return "torch"
         return "triton" if w is not None else "-"
 
+    @property
+    def stopped_early(self) -> bool:
+        """Whether the search ended before its budget because it had settled (`stop_early`)."""
+        return bool(self.session and any(e.get("event") == "stop" for e in self.session.events or ()))
+
     def to_dict(self) -> dict[str, Any]:
         t = lambda m: m.time_ms if m is not None and m.ok else None  # noqa: E731
         s = self.session
         return {"kernel": self.kernel, "dims": self.dims, "mode": self.mode, "strategy": self.strategy,
                 "winner": self.winner.config if self.winner else None, "winner_ms": t(self.winner),
-                "evaluations": self.evaluations, "seconds": self.seconds, "wall_s": self.wall_s,
+                "evaluations": self.evaluations, "stopped_early": self.stopped_early, "seconds": self.seconds, "wall_s": self.wall_s,
                 "best_impl": self.best_impl,
                 "fixed_best_ms": t(self.fixed_best), "fixed_best": self.fixed_best.config if self.fixed_best else None,
                 "default_ms": t(self.default), "torch_ms": self.torch_ms, "optimum_ms": self.optimum_ms,
@@ -125,10 +130,12 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
              seed: int = 0, mode: str = "auto", seeds: list[dict] | None = None, heuristics: bool = True,
              database: Any = None, store: Any = None, compile_workers: int | None = None,
              options: dict[str, Any] | None = None, live_options: dict[str, Any] | None = None,
-             exclude: Any = None,
+             exclude: Any = None, stop_early: bool = False,
              on_batch: Callable[[list[Measurement]], None] | None = None) -> TuneOutcome:
     """Tune one (kernel, shape). mode: 'live', 'replay' or 'auto' (live when a GPU is present).
-    `store`: a Store (or path); replay uses a private in-memory store when none is given."""
+    `store`: a Store (or path); replay uses a private in-memory store when none is given.
+    `stop_early`: abduction may end before the budget once its search has settled (the CLI's
+    default; see `Abduction`); other strategies ignore it."""
     from . import kernels
 
     t0 = time.perf_counter()
@@ -153,6 +160,8 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
     if mode not in ("live", "replay"):
         raise AbductuneError(f"mode must be live, replay or auto, got {mode!r}")
     budget = budget or Budget(64)
+    if stop_early and strategy == "abduction":
+        options = {"stop_early": True, **(options or {})}
     optimum = None
     if mode == "replay":
         from .datasets.bundled import find_bundled
