@@ -191,3 +191,25 @@ def test_the_worker_setup_overlaps_the_first_compiles():
     wall = time.perf_counter() - t0
     assert all(m.ok for m in ms) and ev.device == "fake"
     assert wall < 0.7, wall  # 0.4 s setup and 0.4 s compile overlapped, not 0.8 s in a row
+
+
+def test_microsecond_kernels_are_timed_in_a_cuda_graph_and_events_stand_in_when_graphs_fail():
+    from abductune.measure.worker import _Bench
+
+    b = object.__new__(_Bench)  # the timing policy only: no CUDA here
+    b.graph_ok = True
+    calls = []
+    b._time = lambda fn, reps: calls.append(("events", reps)) or [1.0] * reps
+    b._time_graph = lambda fn, reps: calls.append(("graph", reps)) or [0.5] * reps
+    assert b._samples(None, 10, 0.004, 0.05) == ([0.5] * 10, "graph")
+    assert b._samples(None, 10, 0.2, 0.05) == ([1.0] * 10, "events")  # slow enough for events
+    assert b._samples(None, 10, 0.004, None) == ([1.0] * 10, "events")  # graphs switched off
+
+    def broken(fn, reps):
+        b.graph_ok = False  # what _time_graph does when capture fails
+        return None
+    b._time_graph = broken
+    assert b._samples(None, 4, 0.004, 0.05) == ([1.0] * 4, "events")
+    calls.clear()
+    b._time_graph = lambda fn, reps: calls.append(("graph", reps)) or [0.5] * reps
+    assert b._samples(None, 4, 0.004, 0.05)[1] == "events" and calls == [("events", 4)]  # not retried

@@ -18,6 +18,7 @@ import pytest
 from abductune.datasets.bundled import bundled_datasets
 from abductune.datasets.format import read_dataset
 from abductune.measure.replay import NoiseModel, ReplayEvaluator
+from abductune.measurement import Measurement
 from abductune.search import Budget
 from abductune.search.base import Seed
 from abductune.session import Session, winner_never_slower
@@ -246,3 +247,45 @@ def test_tune_reports_which_implementation_to_ship():
     assert out.torch_ms is not None and out.winner is not None
     expect = "torch" if out.torch_ms < out.winner.time_ms * (1 - out.session.noise) else "triton"
     assert out.best_impl == expect and out.to_dict()["best_impl"] == expect
+
+
+class _ImplReplay(ReplayEvaluator):
+    """Replay whose vendor implementation can be re-timed (as the live and in-process
+    evaluators can): its time drifts with a per-call factor so the run-off must decide."""
+
+    remeasures_impls = True
+
+    def __init__(self, ds, torch_ms):
+        super().__init__(ds)
+        self.torch_ms = torch_ms
+        self.impl_calls = 0
+
+    def vendor_baseline(self):
+        return Measurement({"impl": "torch"}, "ok", time_ms=self.torch_ms * 1.5)  # timed under bad clocks
+
+    def remeasure(self, configs, *, rounds=1):
+        out = []
+        for c in configs:
+            if "impl" in c:
+                self.impl_calls += 1
+                out.append(Measurement(dict(c), "ok", time_ms=self.torch_ms, samples_ms=(self.torch_ms,) * rounds))
+            else:
+                out += super().remeasure([c], rounds=rounds)
+        return out
+
+
+def test_the_vendor_implementation_runs_in_the_final_runoff_where_the_evaluator_can_retime_it():
+    ds = gelu_dataset()
+    opt = ds.optimum().time_ms
+    ev = _ImplReplay(ds, torch_ms=opt * 0.9)  # truly faster than any config, first timed slower
+    with Session(ev, strategy="random", budget=Budget(6)) as s:
+        res = s.run(vendor=True)
+    assert ev.impl_calls == 1 and res.runoff
+    assert any(m.config == {"impl": "torch"} for m in res.runoff)
+    assert res.winner is not None and "impl" not in res.winner.config  # the winner is a config
+    # reported from the run-off: torch is faster side by side, although its first timing was not
+    assert res.baselines["vendor"].kind == "verify" and res.baselines["vendor"].time_ms < res.winner.time_ms
+    plain = ReplayEvaluator(ds)  # cannot re-time torch: the recorded time stands, no run-off row
+    with Session(plain, strategy="random", budget=Budget(6)) as s:
+        res2 = s.run(vendor=True)
+    assert not any("impl" in m.config for m in res2.runoff) and res2.baselines["vendor"].kind == "baseline"

@@ -1052,11 +1052,8 @@ class Autotuner:
                              budget=budget, seeds=seed_list, store=store,
                              toolchain=ctx.toolchain, batch_size=max(8, len(seeds)), judge=self.judge,
                              wait_timeout_s=self.wait_timeout_s) as session:
-                    result = session.run(baselines=baselines)
-                    todo = [{"impl": n} for n in self.implementations if store.get(ctx, {"impl": n}) is None]
-                    if todo:
-                        session.measure(todo, "baseline")
-                        store.release(ctx, todo)
+                    # the implementations are timed as baselines and join the final run-off
+                    result = session.run(baselines=baselines, impls=list(self.implementations))
             finally:
                 if ev is not None:
                     ev.close()  # an isolated evaluator's worker ends here
@@ -1067,7 +1064,7 @@ class Autotuner:
         self.last_result = result
         self.stats["tunes"] += 1
         self.stats["evaluations"] += result.evaluations
-        self.stats["retimed"] += len(result.runoff) + len(todo)
+        self.stats["retimed"] += len(result.runoff)
         self.bench_time = time.perf_counter() - t0
         self.configs_timings = {triton_config(m.config): list(m.samples_ms) or [m.objective]
                                 for m in result.history if "impl" not in m.config}

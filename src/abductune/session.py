@@ -216,9 +216,13 @@ class Session:
 
     # -- the run
     def run(self, *, baselines: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-            vendor: bool = False, on_batch: Callable[[list[Measurement]], None] | None = None) -> SessionResult:
+            vendor: bool = False, impls: Sequence[str] = (),
+            on_batch: Callable[[list[Measurement]], None] | None = None) -> SessionResult:
         """Search, then baselines, then judge. `baselines`: named config lists ("fixed",
-        "default"); `vendor`: also time the evaluator's vendor implementation (torch/cuBLAS)."""
+        "default"); `vendor`: also time the evaluator's vendor implementation (torch/cuBLAS);
+        `impls`: names of other implementations the evaluator launches as {"impl": name}
+        (reported as baselines "impl:name"). An evaluator that can re-time implementations
+        (`remeasures_impls`) runs them in the final run-off beside the winner."""
         wall0 = time.perf_counter()
         clock0 = self.evaluator.clock
         store, ctx = self.store, self.context
@@ -251,7 +255,7 @@ class Session:
                       measure=lambda b: self.measure(b, b.kind), problem=self.problem, knowledge=knowledge)
             self._add_time("search", t0)
             t0 = time.perf_counter()
-            base = self.baselines(baselines or {}, vendor=vendor)
+            base = self.baselines(baselines or {}, vendor=vendor, impls=impls)
             self._add_time("baselines", t0)
             t0 = time.perf_counter()
             reuse = last if (last is not None and res.evaluations == 0 and last.winner_id is not None
@@ -289,8 +293,8 @@ class Session:
     # -- baselines: measured once per problem, then read from the store
     _new_baselines = False
 
-    def baselines(self, named: Mapping[str, Sequence[Mapping[str, Any]]], *, vendor: bool = False
-                  ) -> dict[str, Measurement | None]:
+    def baselines(self, named: Mapping[str, Sequence[Mapping[str, Any]]], *, vendor: bool = False,
+                  impls: Sequence[str] = ()) -> dict[str, Measurement | None]:
         """The best measurement of each named config list, from the store where this problem
         has it, else measured now (kind "baseline"). `vendor` adds "vendor": the evaluator's
         own implementation (torch / cuBLAS), stored under the config {"impl": ...}."""
@@ -319,6 +323,13 @@ class Session:
                 self._new_baselines = True
                 m = self._put([vb()], "baseline")[0]
             out["vendor"] = m
+        for n in impls:
+            c = {"impl": n}
+            m = self.store.get(self.context, c)
+            if m is None:
+                self._new_baselines = True
+                m = self.measure([c], "baseline")[0]
+            out[f"impl:{n}"] = m
         return out
 
     # -- judging: the one rule
@@ -371,6 +382,13 @@ class Session:
                     if k in est and k not in have:
                         have.add(k)
                         contenders.append(est[k])
+            # other implementations too, where the evaluator can re-time them: whether to ship
+            # the vendor library is then decided side by side, not against a time taken earlier
+            if getattr(self.evaluator, "remeasures_impls", False):
+                for b in baselines.values():
+                    if b is not None and b.ok and "impl" in b.config and config_key(b.config) not in have:
+                        have.add(config_key(b.config))
+                        contenders.append((b.config, b.time_ms, [b]))
 
         def pick(e: tuple[Config, float, list[Measurement]]) -> Measurement:
             ok = sorted((m for m in e[2] if m.ok), key=lambda m: abs(m.time_ms - e[1]))
@@ -378,7 +396,7 @@ class Session:
         if not self.judge_enabled or len(contenders) < 2:
             return pick(ranked[0]), [], noise
         runoff = self.measure([e[0] for e in contenders], "verify")
-        ok = [m for m in runoff if m.ok]
+        ok = [m for m in runoff if m.ok and "impl" not in m.config]
         if not ok:
             return pick(ranked[0]), runoff, noise
         return min(ok, key=lambda m: m.objective), runoff, noise

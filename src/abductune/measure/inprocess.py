@@ -126,6 +126,8 @@ class InProcessEvaluator(Evaluator):
     `remeasure_timer` (default: `timer`) re-times contenders in the final run-off.
     """
 
+    remeasures_impls = True  # an {"impl": name} config re-times like any other (the Session's run-off)
+
     def __init__(self, problem: Problem, space: Space, launch: Callable[[Config], Launch], timer: Timer, *,
                  check: Callable[[Config], str | None] | None = None,
                  prune: Callable[[Config], str | None] | None = None,

@@ -192,6 +192,8 @@ class IsolatedEvaluator(Evaluator):
     `setup`: what the worker rebuilds (`worker_spec` plus the encoded call); `trial(config)`:
     the config's hook and grid; `prune`, `warm` and `calls` as in `InProcessEvaluator`."""
 
+    remeasures_impls = True  # an {"impl": name} config re-times like any other (the Session's run-off)
+
     def __init__(self, problem: Problem, space: Space, setup: Mapping[str, Any], trial: Callable[[Config], dict],
                  *, prune: Callable[[Config], str | None] | None = None, timeout_s: float = 120.0):
         self.problem = problem

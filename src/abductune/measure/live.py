@@ -366,6 +366,9 @@ def close_shared() -> None:
 # A config whose first few timed runs are this much slower than the incumbent is not timed
 # further: it cannot win, and a full median would only cost benchmark time.
 EARLY_STOP = 0.25
+# Kernels faster than this are timed in a CUDA graph (reps replayed at once, events as graph
+# nodes): no host launch between flush and kernel, so host jitter cannot land in a sample.
+GRAPH_BELOW_MS = 0.05
 
 
 def stop_above_ms(incumbent_ms: float | None, threshold: float = EARLY_STOP) -> float | None:
@@ -395,7 +398,7 @@ class LiveEvaluator(Evaluator):
                  target_ms: float = 25.0, min_reps: int = 5, max_reps: int = 100,
                  worker: BenchWorker | None = None, compiler: Compiler | None = None,
                  shared: bool = False, early_stop: bool = True, overlap: bool = True,
-                 prefetch: int = 16):
+                 prefetch: int = 16, graph_below_ms: float | None = GRAPH_BELOW_MS):
         from .. import kernels
         from .clocks import Clocks
 
@@ -405,7 +408,8 @@ class LiveEvaluator(Evaluator):
         self.space: Space = self.spec.space()
         self.clock = 0.0
         self.bench_timeout_s = bench_timeout_s
-        self.opts = {"target_ms": target_ms, "min_reps": min_reps, "max_reps": max_reps}
+        self.opts = {"target_ms": target_ms, "min_reps": min_reps, "max_reps": max_reps,
+                     "graph_below_ms": graph_below_ms}
         if shared and worker is None and compiler is None:
             worker, compiler = shared_processes(compile_workers)
             self._own_worker = self._own_compiler = False
@@ -559,6 +563,8 @@ class LiveEvaluator(Evaluator):
             self._note_miss()
         if r.early_stop:
             extra["early_stop"] = True
+        if r.timing != "events":
+            extra["timing"] = r.timing
         if state is not None:
             extra["sm_mhz"] = state.sm_mhz
             if state.throttled:
@@ -579,6 +585,7 @@ class LiveEvaluator(Evaluator):
             self.compiler.use_cuda()
 
     vendor_name = "torch"
+    remeasures_impls = True  # {"impl": "torch"} joins interleaved re-timings (the worker launches torch)
 
     def vendor_baseline(self) -> Measurement:
         """Time the torch implementation (cuBLAS for matmul) on the same inputs."""
@@ -599,7 +606,8 @@ class LiveEvaluator(Evaluator):
         t0 = time.perf_counter()
         try:
             self._ready()
-            r = self.worker.request({"op": "interleaved", "configs": configs, "rounds": rounds, "reps": 10},
+            r = self.worker.request({"op": "interleaved", "configs": configs, "rounds": rounds, "reps": 10,
+                                     "graph_below_ms": self.opts["graph_below_ms"]},
                                     self.bench_timeout_s * len(configs))
         except WorkerLost as e:
             log.warning("interleaved re-measurement failed: %s", e.error)

@@ -47,6 +47,7 @@ class BenchReply:
     spills: int | None = None
     smem_bytes: int | None = None
     compiled_here: bool = False  # Triton compiled the config at the first launch (a cache miss)
+    timing: str = "events"  # how the samples were taken: "events" per launch, or "graph" (CUDA graph)
 
 
 @dataclass(frozen=True)
