@@ -30,29 +30,69 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tune_bench import compare  # noqa: E402  (interleaved side-by-side re-timing, one worker)
 
 
-def triton_autotune_cold(spec, dims: dict[str, int]) -> tuple[float, dict]:
-    """First-call wall time of @triton.autotune over the kernel's own list, and its pick."""
+def _autotuned_call(spec, dims: dict[str, int]):
+    """@triton.autotune over the kernel's own list, as a user would write it, and a call of it
+    on fresh inputs. Row kernels get ONE_CHUNK in each config (a per-shape constant there)."""
     import torch
     import triton
 
-    from abductune.kernels.matmul import matmul_kernel
+    from abductune.measure.target import local_hardware
 
-    configs = [triton.Config({k: v for k, v in c.items() if k not in ("num_warps", "num_stages")},
-                             num_warps=c["num_warps"], num_stages=c["num_stages"]) for c in spec.fixed_configs()]
-    tuned = triton.autotune(configs=configs, key=["M", "N", "K"])(matmul_kernel)
-    m, n, k = dims["M"], dims["N"], dims["K"]
-    a = torch.randn(m, k, device="cuda", dtype=torch.float16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.float16) / k ** 0.5
-    c = torch.empty(m, n, device="cuda", dtype=torch.float16)
-    grid = lambda META: (triton.cdiv(m, META["BLOCK_M"]) * triton.cdiv(n, META["BLOCK_N"]),)  # noqa: E731
+    def configs(extra=lambda meta: {}):
+        out = []
+        for c in spec.fixed_configs():
+            meta = {k: v for k, v in c.items() if k not in ("num_warps", "num_stages")}
+            out.append(triton.Config({**meta, **extra(meta)}, num_warps=c["num_warps"], num_stages=c["num_stages"]))
+        return out
+    if spec.name.startswith("matmul"):
+        from abductune.kernels.matmul import matmul_kernel
+
+        tuned = triton.autotune(configs=configs(), key=["M", "N", "K"])(matmul_kernel)
+        m, n, k = dims["M"], dims["N"], dims["K"]
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16) / k ** 0.5
+        c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+        grid = lambda META: (triton.cdiv(m, META["BLOCK_M"]) * triton.cdiv(n, META["BLOCK_N"]),)  # noqa: E731
+        return tuned, lambda: tuned[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                                          c.stride(0), c.stride(1), EVEN_K=k % 64 == 0)
+    problem = spec.problem(dims, local_hardware())
+    inputs = spec.make_inputs(problem, "cuda", 0)
+    out = spec.alloc_output(problem, inputs)
+    if spec.name.startswith("gelu_mul"):
+        from abductune.kernels.elementwise import gelu_mul_kernel
+
+        x, g = inputs
+        tuned = triton.autotune(configs=configs(), key=["numel"])(gelu_mul_kernel)
+        return tuned, lambda: tuned[lambda META: (triton.cdiv(x.numel(), META["BLOCK"]),)](x, g, out, x.numel())
+    one_chunk = lambda meta: {"ONE_CHUNK": meta["BLOCK"] >= dims["cols"]}  # noqa: E731
+    rows, cols = dims["rows"], dims["cols"]
+    grid = lambda META: (triton.cdiv(rows, META["ROWS_PER_PROGRAM"]),)  # noqa: E731
+    if spec.name.startswith("softmax"):
+        from abductune.kernels.softmax import softmax_kernel
+
+        (x,) = inputs
+        tuned = triton.autotune(configs=configs(one_chunk), key=["n_rows", "n_cols"])(softmax_kernel)
+        return tuned, lambda: tuned[grid](x, out, rows, cols, x.stride(0), out.stride(0))
+    from abductune.kernels.norm import EPS, rmsnorm_kernel
+
+    x, w = inputs
+    tuned = triton.autotune(configs=configs(one_chunk), key=["n_rows", "n_cols"])(rmsnorm_kernel)
+    return tuned, lambda: tuned[grid](x, w, out, rows, cols, x.stride(0), out.stride(0), EPS)
+
+
+def triton_autotune_cold(spec, dims: dict[str, int]) -> tuple[float, dict]:
+    """First-call wall time of @triton.autotune over the kernel's own list, and its pick."""
+    import torch
+
+    tuned, call = _autotuned_call(spec, dims)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    tuned[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-                EVEN_K=k % 64 == 0)
+    call()
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     best = tuned.best_config
-    pick = {**best.kwargs, "num_warps": best.num_warps, "num_stages": best.num_stages}
+    pick = {k: v for k, v in best.kwargs.items() if k != "ONE_CHUNK"}
+    pick.update(num_warps=best.num_warps, num_stages=best.num_stages)
     return wall, pick
 
 
@@ -92,6 +132,8 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=24)
     ap.add_argument("--deadline-s", type=float, default=540)
     ap.add_argument("--no-autotune", action="store_true")
+    ap.add_argument("--full-budget", action="store_true", help="abduction spends the whole budget "
+                    "(default: it stops once settled, as `abductune tune` does)")
     ap.add_argument("--autotune-child", nargs=2, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     t_start = time.time()
@@ -130,8 +172,10 @@ def main() -> None:
             if name in ("before", "cold"):  # cold: processes (and their in-memory caches) anew
                 close_shared()
             o = tune_one(spec.name, dims, strategy=strategy, budget=Budget(args.budget), mode="live",
-                         compile_workers=16, live_options=live, exclude=problem)
+                         compile_workers=16, live_options=live, exclude=problem,
+                         stop_early=not args.full_budget)
             row["variants"][name] = {"strategy": strategy, "wall_s": o.wall_s, "evaluations": o.evaluations,
+                                     "stopped_early": o.stopped_early, "best_impl": o.best_impl,
                                      "winner": o.winner.config if o.winner else None,
                                      "timing": o.session.timing if o.session else {},
                                      "clocks": o.session.clocks if o.session else None,

@@ -24,19 +24,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 
 def compare(spec, problem, configs: dict[str, dict], rounds: int = 5, reps: int = 10) -> dict[str, float]:
-    from abductune.measure.live import BenchWorker
+    from abductune.measure.live import GRAPH_BELOW_MS, BenchWorker
 
     w = BenchWorker()
     try:
         w.request({"op": "setup", "kernel": spec.name, "problem": problem.to_dict(), "seed": 1}, 600)
         names = list(configs)
         r = w.request({"op": "interleaved", "configs": [configs[n] for n in names], "rounds": rounds,
-                       "reps": reps}, 600)
+                       "reps": reps, "graph_below_ms": GRAPH_BELOW_MS}, 600)
         out = {n: statistics.median(s) for n, s in zip(names, r.samples)}
         torch_ms = []
         for _ in range(rounds):
             b = w.request({"op": "bench", "config": None, "opts": {"target_ms": 5, "min_reps": reps,
-                                                                   "max_reps": reps}}, 120)
+                                                                   "max_reps": reps,
+                                                                   "graph_below_ms": GRAPH_BELOW_MS}}, 120)
             torch_ms.append(b.time_ms)
         out["torch"] = statistics.median(torch_ms)
         return out

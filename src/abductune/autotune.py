@@ -505,14 +505,24 @@ def _median_ms(rows: Iterable[Measurement]) -> float:
 
 def pick(winner: Measurement | None, rows: Sequence[Measurement], impls: Iterable[str]) -> tuple[dict | None, float]:
     """(config, ms) a key launches: the judged Triton winner, unless one of the implementations
-    `impls` is faster on the stored rows (median of every ok row of each). It reads only the
+    `impls` is faster. Where the winner and every implementation ran in one run-off (kind
+    "verify", same run), that side-by-side timing decides; else the median of every ok row of
+    each (a first timing of cuBLAS can be several % off its run-off time). It reads only the
     store, so every process (and `abductune cache`) decides alike."""
     best = dict(winner.config) if winner is not None else None
-    best_t = _median_ms(m for m in rows if best is not None and config_key(m.config) == config_key(best))
-    for n in impls:
-        t = _median_ms(m for m in rows if m.config == {"impl": n})
+    names = [{"impl": n} for n in impls]
+    cands = ([best] if best is not None else []) + names
+    mine = {config_key(c): [m for m in rows if config_key(m.config) == config_key(c)] for c in cands}
+    runs = [{m.run_id for m in ms if m.ok and m.kind == "verify"} for ms in mine.values()]
+    shared = set.intersection(*runs) if runs else set()
+    if shared:  # the latest run-off that timed them all, side by side
+        rid = max(r for r in shared if r is not None) if any(r is not None for r in shared) else None
+        mine = {k: [m for m in ms if m.kind == "verify" and m.run_id == rid] for k, ms in mine.items()}
+    best_t = _median_ms(mine[config_key(best)]) if best is not None else math.inf
+    for c in names:
+        t = _median_ms(mine[config_key(c)])
         if t < best_t:
-            best, best_t = {"impl": n}, t
+            best, best_t = dict(c), t
     return best, best_t
 
 
