@@ -58,8 +58,8 @@ def throughput(spec, problem, counts: dict[int, int]) -> list[dict]:
         wall = time.perf_counter() - t0
         c.shutdown()
         rows.append({"workers": workers, "configs": n, "wall_s": wall, "configs_per_s": n / wall,
-                     "mean_compile_s": statistics.fmean(r["compile_s"] for r in res),
-                     "ok": sum(r["status"] == "ok" for r in res)})
+                     "mean_compile_s": statistics.fmean(r.compile_s for r in res),
+                     "ok": sum(r.status == "ok" for r in res)})
         print("throughput", rows[-1], flush=True)
     return rows
 
