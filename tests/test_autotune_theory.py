@@ -67,3 +67,18 @@ def test_the_observed_database_is_the_bet_where_no_theory_applies(tmp_path):
     assert first.config["BLOCK_SIZE_M"] == 16
     with pytest.raises(AbductuneError):  # a database path that does not exist fails at decoration
         Autotuner(moe_kernel, ["x", "M", "N"], configs, ["M", "N"], database=tmp_path / "missing.json")
+
+
+def test_a_missed_key_is_seeded_with_the_best_rule_and_the_runner_up_like_tune():
+    from abductune.autotune import _theory_predictions
+    from abductune.theory.store import predictions
+    from abductune.tune import THEORY_SEEDS
+
+    space = space_from_configs(CONFIGS, "user_matmul")
+    for dims in ({"M": 8, "N": 8192, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096}):
+        prob = Problem("user_matmul", "matmul", dims, {"a": "fp16", "b": "fp16"}, hardware=lookup("H100-SXM"))
+        got = _theory_predictions(prob, space)
+        ranked = predictions(prob, space)
+        assert [p.config for p in got] == [p.config for p in ranked[:THEORY_SEEDS]] and got
+        assert _theory_prediction(prob, space).config == got[0].config
+        assert len({tuple(sorted(p.config.items())) for p in got}) == len(got)  # distinct bets

@@ -541,16 +541,24 @@ _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
 
 
-def _theory_prediction(problem: Problem, space: Space) -> Any:
-    """The theory store's zero-shot config for this problem, or None (never raises: a
-    prediction is a bet, not a requirement)."""
+def _theory_predictions(problem: Problem, space: Space) -> list[Any]:
+    """The theory store's zero-shot configs for this problem, best first, at most as many as
+    `tune` seeds (the best rule's and the runner-up's: a hedge against one rule extrapolating
+    badly); [] where none applies. Never raises: a prediction is a bet, not a requirement."""
     try:
-        from .theory.store import predict
+        from .theory.store import predictions
+        from .tune import THEORY_SEEDS
 
-        return predict(problem, space)
+        return predictions(problem, space)[:THEORY_SEEDS]
     except Exception as e:  # noqa: BLE001
         log.debug("no theory prediction for %s: %s", problem.kernel, e)
-        return None
+        return []
+
+
+def _theory_prediction(problem: Problem, space: Space) -> Any:
+    """The best theory prediction for this problem, or None (what a miss serves at once)."""
+    got = _theory_predictions(problem, space)
+    return got[0] if got else None
 
 
 def _observed_prediction(problem: Problem, space: Space, database: Any = None) -> Any:
@@ -1050,14 +1058,19 @@ class Autotuner:
                                                                    budget.evaluations >= len(seeds)) else {}
                 seed_list = [Seed(s, "configs") for s in seeds]
                 if budget.evaluations is None or budget.evaluations > len(seeds):
-                    # room beyond the user's list: the theory store's prediction is the first bet
-                    pred = _theory_prediction(problem, self.space)
-                    if pred is not None and dict(pred.config) not in [dict(s) for s in seeds]:
-                        seed_list.insert(0, Seed(dict(pred.config), f"theory:{pred.rule.regime}"))
+                    # room beyond the user's list: the theory store's predictions are the first
+                    # bets (the best rule's, then the runner-up's), then the observed database's
+                    bets = [Seed(dict(p.config), f"theory:{p.rule.regime}" + (":runner-up" if i else ""))
+                            for i, p in enumerate(_theory_predictions(problem, self.space))]
                     seen = _observed_prediction(problem, self.space, self.database)
-                    if seen is not None and dict(seen.config) not in [dict(s.config) for s in seed_list]:
-                        seed_list.insert(1 if pred is not None else 0, Seed(dict(seen.config),
-                                                                            f"observed:{seen.level}"))
+                    if seen is not None:
+                        bets.append(Seed(dict(seen.config), f"observed:{seen.level}"))
+                    given = [dict(s) for s in seeds]
+                    fresh = []
+                    for b in bets:
+                        if b.config not in given and b.config not in [f.config for f in fresh]:
+                            fresh.append(b)
+                    seed_list = fresh + seed_list
                 with Session(ev, strategy=self.strategy, seed=self.seed, options=self.strategy_options,
                              budget=budget, seeds=seed_list, store=store,
                              toolchain=ctx.toolchain, batch_size=max(8, len(seeds)), judge=self.judge,
