@@ -4,8 +4,8 @@ side with `triton.autotune` on the kernel's own config list, each shape cold (em
     python benchmarks/gpu/live_bench.py --out results.json --kernel matmul_fp16 \
         --variants after:abduction,before:pattern --shapes 0-7 --budget 24 [--deadline-s 540]
 
-Variants: "cold" is "after" with the compile pool and benchmark worker started anew for the
-shape (nothing compiled before survives anywhere); "before" is the evaluator as it was (compile pool and benchmark worker started per
+Variants (name:strategy): "cold" (and any name starting with "cold") is "after" with the
+compile pool and benchmark worker started anew for the shape (nothing compiled before survives anywhere); "before" is the evaluator as it was (compile pool and benchmark worker started per
 shape, compile everything then benchmark, every config timed to a full median); "after" keeps
 one pool and worker per process, overlaps compile with benchmarking and stops clearly slower
 configs early. Seeds: theories and observed database with this shape's own knowledge left out
@@ -169,7 +169,7 @@ def main() -> None:
         for name, strategy in variants:
             os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="tc-")  # cold: compile included
             live = {"shared": name != "before", "early_stop": name != "before", "overlap": name != "before"}
-            if name in ("before", "cold"):  # cold: processes (and their in-memory caches) anew
+            if name == "before" or name.startswith("cold"):  # cold*: processes (and their caches) anew
                 close_shared()
             o = tune_one(spec.name, dims, strategy=strategy, budget=Budget(args.budget), mode="live",
                          compile_workers=16, live_options=live, exclude=problem,
