@@ -328,8 +328,8 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
               "dir (every measurement recorded, reruns resume); replay default: in memory.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
 def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, full_budget: bool,
-             seconds: float | None, no_heuristics: bool, database: str | None, mode: str, seed: int, store_path: str | None,
-             json_out: str | None) -> None:
+             seconds: float | None, no_heuristics: bool, database: str | None, mode: str, seed: int,
+             store_path: str | None, json_out: str | None) -> None:
     """Tune built-in kernels: live on a GPU, else by replaying bundled H100 measurements."""
     from . import kernels
     from .search import STRATEGIES, Budget

@@ -297,7 +297,8 @@ class Session:
                   impls: Sequence[str] = ()) -> dict[str, Measurement | None]:
         """The best measurement of each named config list, from the store where this problem
         has it, else measured now (kind "baseline"). `vendor` adds "vendor": the evaluator's
-        own implementation (torch / cuBLAS), stored under the config {"impl": ...}."""
+        own implementation (torch / cuBLAS), stored under the config {"impl": ...}; `impls`
+        adds "impl:NAME" for each other implementation the evaluator launches as {"impl": NAME}."""
         self._new_baselines = False
         out: dict[str, Measurement | None] = {}
         for name, configs in named.items():

@@ -74,7 +74,8 @@ class TuneOutcome:
         s = self.session
         return {"kernel": self.kernel, "dims": self.dims, "mode": self.mode, "strategy": self.strategy,
                 "winner": self.winner.config if self.winner else None, "winner_ms": t(self.winner),
-                "evaluations": self.evaluations, "stopped_early": self.stopped_early, "seconds": self.seconds, "wall_s": self.wall_s,
+                "evaluations": self.evaluations, "stopped_early": self.stopped_early, "seconds": self.seconds,
+                "wall_s": self.wall_s,
                 "best_impl": self.best_impl,
                 "fixed_best_ms": t(self.fixed_best), "fixed_best": self.fixed_best.config if self.fixed_best else None,
                 "default_ms": t(self.default), "torch_ms": self.torch_ms, "optimum_ms": self.optimum_ms,

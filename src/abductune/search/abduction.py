@@ -488,8 +488,8 @@ class _Engine:
         engine would otherwise hand over to TPE), nothing composed is queued, and no untested
         hypothesis or local move is expected to gain more than the noise threshold at the
         incumbent. A prediction confirmed by its first measurements then ends the search after
-        `patience` tests instead of the whole budget (replay of the bundled H100 data: about half
-        the evaluations of a 32-evaluation budget, winners within 0.3% geomean)."""
+        `patience` tests instead of the whole budget (what it saves and costs on the bundled H100
+        data: docs/PERFORMANCE.md, fifth session)."""
         if self.generic or self.inc is None or self.queue or self.stale < self.patience:
             return False
         thr = self.ledger.threshold(self.inc, self.inc)
