@@ -354,6 +354,13 @@ class _Bench:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
+    def _call(self, config: dict | None):
+        """One launch of `config`; None or {"impl": ...}: the torch implementation (cuBLAS for
+        matmul), so the vendor is timed by the same code as the configs."""
+        if config is None or "impl" in config:
+            return lambda: self.spec.torch_baseline(self.inputs, self.out)
+        return lambda: self.spec.launch(config, self.inputs, self.out)
+
     def _time_graph(self, fn, reps: int) -> list[float] | None:
         """Like `_time`, but the reps (flush, start event, launch, end event) are captured in
         one CUDA graph and replayed at once: no host launch between the GPU's work, so a
@@ -397,10 +404,7 @@ class _Bench:
               graph_below_ms: float | None = None) -> BenchReply:
         torch = self.torch
         t_start = time.perf_counter()
-        if config is None:  # the torch reference implementation (cuBLAS for matmul)
-            fn = lambda: self.spec.torch_baseline(self.inputs, self.out)  # noqa: E731
-        else:
-            fn = lambda: self.spec.launch(config, self.inputs, self.out)  # noqa: E731
+        fn = self._call(config)
         res: dict[str, Any] = {}
         try:
             return self._bench(fn, config, target_ms, min_reps, max_reps, check, stop_above_ms, t_start, res,
@@ -457,12 +461,9 @@ class _Bench:
         est: list[float] = [math.inf] * len(configs)
         for _ in range(rounds):
             for i, cfg in enumerate(configs):
-                if "impl" in cfg:  # the vendor implementation, side by side with the configs
-                    fn = (lambda: self.spec.torch_baseline(self.inputs, self.out))
-                else:
-                    fn = (lambda c=cfg: self.spec.launch(c, self.inputs, self.out))
-                if not math.isfinite(est[i]):
-                    est[i] = statistics.median(self._time(fn, 3))
+                fn = self._call(cfg)
+                if graph_below_ms is not None and not math.isfinite(est[i]):
+                    est[i] = statistics.median(self._time(fn, 3))  # graph or events: decided once
                 samples[i] += self._samples(fn, reps, est[i], graph_below_ms)[0]
         return samples
 
