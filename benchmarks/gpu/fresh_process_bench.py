@@ -45,8 +45,8 @@ def main() -> None:
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="'kernel:dims;kernel:dims'")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--budget", type=int, default=32)
-    ap.add_argument("--no-warmup-variant", action="store_true",
-                    help="also run abductune with ABDUCTUNE_COMPILE_WARMUP=0 (compile workers not warmed)")
+    ap.add_argument("--variant-env", default=None, metavar="NAME=VALUE",
+                    help="also run abductune with this environment variable set (an A/B of a switch)")
     args = ap.parse_args()
     py = sys.executable
     data: dict = {"import_torch_s": [], "rows": []}
@@ -61,12 +61,13 @@ def main() -> None:
             dims = {k: int(v) for k, v in (kv.split("=") for kv in dims_text.split(","))}
             row: dict = {"round": rnd, "kernel": kernel, "dims": dims}
             # abductune first in even rounds, triton first in odd ones: neither always warms the other
-            order = ["abductune", "triton"] + (["abductune_nowarm"] if args.no_warmup_variant else [])
+            order = ["abductune", "triton"] + (["abductune_variant"] if args.variant_env else [])
             order = order if rnd % 2 == 0 else order[::-1]
             for tool in order:
                 env = fresh_env()
-                if tool == "abductune_nowarm":
-                    env["ABDUCTUNE_COMPILE_WARMUP"] = "0"
+                if tool == "abductune_variant":
+                    name, _, val = args.variant_env.partition("=")
+                    env[name] = val
                 if tool.startswith("abductune"):
                     js = os.path.join(tempfile.mkdtemp(prefix="js-"), "t.json")
                     wall, r = timed([py, "-m", "abductune.cli", "tune", "--mode", "live", "--kernel", kernel,
@@ -93,16 +94,16 @@ def main() -> None:
             data["rows"].append(row)
             out.write_text(json.dumps(data, indent=1, default=str))
             a, t = row["abductune"], row["triton"]
-            nw = row.get("abductune_nowarm")
-            extra = f" | no warm-up {nw['process_s']:.1f}s (tune {nw.get('tune_s', float('nan')):.1f}s)" if nw else ""
+            vr = row.get("abductune_variant")
+            extra = f" | {args.variant_env} {vr['process_s']:.1f}s (tune {vr.get('tune_s', float('nan')):.1f}s)" if vr else ""
             print(f"round {rnd} {kernel} {dims_text}: abductune {a['process_s']:.1f}s "
                   f"(tune {a.get('tune_s', float('nan')):.1f}s, {a.get('evaluations')} ev, first batch waited "
                   f"{a.get('first_batch_wait_s') or float('nan'):.1f}s) | triton.autotune script "
                   f"{t['process_s']:.1f}s (first call {t.get('first_call_s', float('nan')):.1f}s)" + extra, flush=True)
-    nowarm = args.no_warmup_variant
+    variant = bool(args.variant_env)
     print("\n| shape | abductune process (tune) | triton.autotune script process (first call) |"
-          + (" abductune, workers not warmed |" if nowarm else ""))
-    print("|---|---|---|" + ("---|" if nowarm else ""))
+          + (f" abductune, {args.variant_env} |" if variant else ""))
+    print("|---|---|---|" + ("---|" if variant else ""))
     keys = sorted({(r["kernel"], json.dumps(r["dims"])) for r in data["rows"]})
     for k, d in keys:
         rs = [r for r in data["rows"] if (r["kernel"], json.dumps(r["dims"])) == (k, d)]
@@ -112,9 +113,9 @@ def main() -> None:
         tf = [r["triton"].get("first_call_s", float("nan")) for r in rs]
         line = (f"| {k} {d} | {statistics.fmean(ap_):.1f} s ({statistics.fmean(at):.1f}) range {min(ap_):.1f}-{max(ap_):.1f} "
                 f"| {statistics.fmean(tp):.1f} s ({statistics.fmean(tf):.1f}) range {min(tp):.1f}-{max(tp):.1f} |")
-        if nowarm:
-            np_ = [r["abductune_nowarm"]["process_s"] for r in rs]
-            nt = [r["abductune_nowarm"].get("tune_s", float("nan")) for r in rs]
+        if variant:
+            np_ = [r["abductune_variant"]["process_s"] for r in rs]
+            nt = [r["abductune_variant"].get("tune_s", float("nan")) for r in rs]
             line += f" {statistics.fmean(np_):.1f} s ({statistics.fmean(nt):.1f}) range {min(np_):.1f}-{max(np_):.1f} |"
         print(line)
 

@@ -107,23 +107,13 @@ def _init_compile_worker(target: tuple[int, int] | None = None, env: dict[str, s
 
 
 def warm_task() -> bool:
-    """Start-up work of a compile worker, done before the first real compile: imports, the
-    CUDA context (CUDA-context workers) and one tiny compile (`warmup_kernel`), which pays
-    Triton's one-time compiler set-up here instead of in the first config's compile."""
+    """Start-up work of a compile worker, done before the first real compile."""
     from .. import kernels  # noqa: F401 - imports triton and the kernels' modules
 
     if "target" not in _COMPILE_STATE:
         import torch
 
         torch.cuda.init()
-    if not _COMPILE_STATE.get("warm") and os.environ.get("ABDUCTUNE_COMPILE_WARMUP", "1") != "0":
-        _COMPILE_STATE["warm"] = True
-        try:  # best effort: a failure here only means the first real compile pays the start-up
-            from .warmup_kernel import compile_once
-
-            compile_once()
-        except Exception:  # noqa: BLE001
-            pass
     return True
 
 
