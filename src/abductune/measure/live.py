@@ -118,6 +118,12 @@ class BenchWorker:
         self.kill()
 
 
+def _config_id(config: Mapping[str, Any]) -> str:
+    """How the compile pool names a config: the evaluator's speculation checks against the
+    pool's `prefetched` by the same name."""
+    return repr(sorted(dict(config).items()))
+
+
 class Compiler:
     """Parallel compile-only pool (forked from the workers' server). Hung compiles time out and
     a broken pool is rebuilt; a compile whose worker died is tried afresh when asked again.
@@ -150,7 +156,7 @@ class Compiler:
 
     @property
     def prefetched(self) -> set[str]:
-        """Configs (repr of sorted items) submitted for the current problem."""
+        """Configs (`_config_id`) submitted for the current problem."""
         with self._lock:
             return {k[2] for k in self._futures if k[0] != "warm"}
 
@@ -181,7 +187,7 @@ class Compiler:
         return max(0, self.workers - self.busy())
 
     def _key(self, kernel_name: str, problem: Problem, config: Mapping[str, Any]) -> tuple:
-        return (kernel_name, problem.key(), repr(sorted(config.items())))
+        return (kernel_name, problem.key(), _config_id(config))
 
     def _submit(self, kernel_name: str, config: Mapping[str, Any], problem: Problem) -> tuple[cf.Future, bool]:
         """The compile of config: the one already submitted, or a new one (second item True)."""
@@ -521,12 +527,12 @@ class LiveEvaluator(Evaluator):
         """What to compile ahead, most likely first: what the strategy said it expects, the
         baselines (measured at the end), then the single-parameter neighbours of this batch
         (what a local search asks next)."""
-        asked = {repr(sorted(dict(c).items())) for c in configs}
+        asked = {_config_id(c) for c in configs}
         out: list[dict] = []
-        self._later = [c for c in self._later if repr(sorted(c.items())) not in self.compiler.prefetched]
+        self._later = [c for c in self._later if _config_id(c) not in self.compiler.prefetched]
         near = [n for c in configs for n in self.space.neighbours(c, 1)]
         for c in list(self._expected) + list(self._later) + near:
-            k = repr(sorted(c.items()))
+            k = _config_id(c)
             if k not in asked:
                 asked.add(k)
                 out.append(dict(c))

@@ -236,7 +236,7 @@ def _compile(spec: Any, config: dict, problem: Any, facts: str) -> CompileResult
         else:
             k._init_handles()  # loads the module: raises OutOfResources if it cannot fit
             regs = int(getattr(k, "n_regs", 0) or 0)
-            spills = int(getattr(k, "n_spills", 0) or 0) * 4  # local memory words -> bytes
+            spills = _spill_bytes(k)
         if facts == "triton":
             return CompileResult("ok", compile_s, regs, smem, spills, "triton")
         # spills as the static evaluator reports them (ptxas spill-store bytes), not Triton's
@@ -254,6 +254,11 @@ def _compile(spec: Any, config: dict, problem: Any, facts: str) -> CompileResult
         if status == "runtime_error":
             status = "compile_error"
         return CompileResult(status, time.perf_counter() - t0, error=_short(e))
+
+
+def _spill_bytes(kernel: Any) -> int:
+    """Spills of a loaded binary in bytes: Triton counts local memory in 4-byte words."""
+    return int(getattr(kernel, "n_spills", 0) or 0) * 4
 
 
 def _capability() -> int:
@@ -303,7 +308,7 @@ def _first_launch(fn: Any) -> dict[str, Any]:
     facts: dict[str, Any] = {"compiled_here": got["compiled"]}
     if k is not None and hasattr(k, "n_regs"):
         facts["registers"] = int(getattr(k, "n_regs", 0) or 0) or None
-        facts["spills"] = int(getattr(k, "n_spills", 0) or 0) * 4  # local memory words -> bytes
+        facts["spills"] = _spill_bytes(k)
         facts["smem_bytes"] = int(getattr(k.metadata, "shared", 0) or 0)
     return facts
 

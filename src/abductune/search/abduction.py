@@ -473,10 +473,9 @@ class _Engine:
                 for h in sorted(hs, key=lambda h: -h.expected_gain)[:2]:
                     add(h.to_config)
         for a, b in itertools.combinations(tests, 2):
-            mine = {k for k, v in a.config.items() if inc.get(k) != v}
-            theirs = {k: v for k, v in b.config.items() if inc.get(k) != v}
-            if theirs and not mine & set(theirs):
-                add({**a.config, **theirs})
+            both = _composition(inc, a.config, b.config)
+            if both is not None:
+                add(both)
         for c in rest[3:]:
             add(c)
         return out[:LOOKAHEAD]
@@ -752,17 +751,23 @@ class _Engine:
 
     def _compose(self, inc: Config, others: Sequence[_Test], best: _Test) -> None:
         """Queue the winner plus each other winning move on different parameters."""
-        mine = {k for k, v in best.config.items() if inc.get(k) != v}
         for t in sorted(others, key=lambda t: self.ledger.estimate(t.config)):
-            theirs = {k: v for k, v in t.config.items() if inc.get(k) != v}
-            if not theirs or mine & set(theirs):
-                continue
-            cfg = {**best.config, **theirs}
-            if self.space.is_valid(cfg) and not self.known(cfg):
+            cfg = _composition(inc, best.config, t.config)
+            if cfg is not None and self.space.is_valid(cfg) and not self.known(cfg):
                 self.queue.append(_Test(COMPOSE, cfg, 0.0, f"{COMPOSE}: {best.theory} + {t.theory} "
                                         f"({_describe(self.space, inc, cfg)}), both supported"))
                 self.ctx.log("hypothesis", theory=COMPOSE, config=cfg, from_config=best.config,
                              reason=f"{best.theory} and {t.theory} both won on different parameters")
+
+
+def _composition(inc: Config, a: Config, b: Config) -> Config | None:
+    """Move a plus move b, both from `inc`, where they change different parameters (None
+    where b changes nothing or shares a parameter with a)."""
+    mine = {k for k, v in a.items() if inc.get(k) != v}
+    theirs = {k: v for k, v in b.items() if inc.get(k) != v}
+    if not theirs or mine & set(theirs):
+        return None
+    return {**a, **theirs}
 
 
 def _changed(space: Space, a: Config, b: Config) -> int:
