@@ -20,7 +20,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..problem import Problem
 from ..space import Config, Space
-from .diagnose import Diagnosis, grid_tiles, padding_waste, tiled_dims, wave_stats
+from .diagnose import (REG_ALLOC_UNIT, SMEM_RESERVED_PER_BLOCK, Diagnosis, grid_tiles, padding_waste,
+                       tiled_dims, wave_stats)
 
 Applies = Callable[[Diagnosis, Problem, Space, Config], bool]
 Propose = Callable[[Diagnosis, Problem, Space, Config], "list[Config]"]
@@ -578,8 +579,100 @@ TILE_SHAPE = Theory(
     _shape_applies, _shape_propose, _shape_gain, interaction=True)
 
 
+# 12. One more resident block
+
+OCCUPANCY_GAIN = 0.25  # prior: most a second resident block can win when prologue and epilogue dominate
+OCCUPANCY_MAX_BLOCKS = 2  # from three resident blocks on, one more hides little that is not hidden
+OCCUPANCY_MIN_GAIN = 0.02  # a long loop hides its own prologue and epilogue: below 2%, not worth a test
+
+
+def _mma_tiles(pb: Problem, sp: Space) -> tuple[str, str, str] | None:
+    """Parameter names of the M, N and K tiles of a matmul-like space; None when one is missing."""
+    dims = tiled_dims(pb, sp)
+    names = [dims[r][0] if r in dims else None for r in ("tile:M", "tile:N", "tile:K")]
+    return None if None in names else tuple(names)  # type: ignore[return-value]
+
+
+def _fits_one_more(d: Diagnosis, pb: Problem, sp: Space, cfg: Config,
+                   to: Config) -> bool:
+    """Whether `to` fits blocks_per_sm + 1 blocks on an SM, its shared memory scaled from the
+    measured config by operand tile area x stages, and its registers by accumulator elements
+    (operands are pipelined through shared memory; the fp32 accumulator holds most registers)."""
+    hw, tiles, st = pb.hardware, _mma_tiles(pb, sp), sp.by_role("stages")
+    if hw is None or tiles is None or st is None or not d.smem_bytes or not d.stages or not d.blocks_per_sm:
+        return False
+    m, n, k = tiles
+    per_stage = d.smem_bytes / d.stages * (to[m] * to[k] + to[k] * to[n]) / (cfg[m] * cfg[k] + cfg[k] * cfg[n])
+    want = d.blocks_per_sm + 1
+    reserved = SMEM_RESERVED_PER_BLOCK if hw.vendor == "nvidia" and hw.compute_capability >= (8, 0) else 0
+    if want * (per_stage * int(to[st.name]) + reserved) > hw.smem_per_sm:
+        return False
+    if d.registers and d.warps and hw.regs_per_sm:
+        regs = d.registers * (to[m] * to[n]) / (cfg[m] * cfg[n])
+        per_warp = math.ceil(regs * hw.warp_size / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
+        if (hw.regs_per_sm // per_warp) // d.warps < want:
+            return False
+    return not (hw.max_threads_per_sm and d.warps and
+                (hw.max_threads_per_sm // hw.warp_size) // d.warps < want)
+
+
+def _one_more_applies(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> bool:
+    hw = pb.hardware
+    if (hw is None or not hw.smem_per_sm or not d.smem_bytes or not d.stages or d.k_trips is None
+            or not d.blocks_per_sm or d.blocks_per_sm > OCCUPANCY_MAX_BLOCKS
+            or sp.by_role("stages") is None or _mma_tiles(pb, sp) is None):
+        return False
+    reserved = SMEM_RESERVED_PER_BLOCK if hw.vendor == "nvidia" and hw.compute_capability >= (8, 0) else 0
+    return (hw.smem_per_sm // (d.smem_bytes + reserved) == d.blocks_per_sm  # shared memory binds
+            and OCCUPANCY_GAIN * _exposed(d) >= OCCUPANCY_MIN_GAIN)
+
+
+def _one_more_propose(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> list[Config]:
+    st = sp.by_role("stages")
+    assert st is not None
+    deepest_first = sorted((v for v in st.values if v <= cfg[st.name]), reverse=True)
+    out: list[Config | None] = []
+    # the same tiles with a shallower pipeline, or one tile a step smaller with the deepest
+    # pipeline that still fits: the first of each that leaves room for one more block
+    bases: list[Config | None] = [dict(cfg)] + [step_roles(sp, cfg, {r: -1}, adjust=())
+                                                for r in ("tile:M", "tile:N", "tile:K")]
+    for base in bases:
+        if base is None:
+            continue
+        for s in deepest_first:
+            c = {**base, st.name: s}
+            if c != cfg and _fits_one_more(d, pb, sp, cfg, c):
+                # a pipeline cut too shallow loses more loads in flight than the block adds
+                if _one_more_gain(d, pb, sp, cfg, c) >= OCCUPANCY_MIN_GAIN:
+                    out.append(c)
+                break
+    return _keep(out, sp, cfg)
+
+
+def _exposed(d: Diagnosis) -> float:
+    # A block alone on its SM leaves the tensor cores idle while it fills its pipeline and
+    # writes its tile; a second block's main loop runs in those gaps. Their share of the
+    # block's time is about stages / (loop trips + stages); a third block adds less.
+    return d.stages / (d.k_trips + d.stages) / d.blocks_per_sm  # type: ignore[operator]
+
+
+def _one_more_gain(d: Diagnosis, pb: Problem, sp: Space, cfg: Config, to: Config) -> float:
+    # Loads in flight per SM should not fall: blocks x (stages - 1) before against after.
+    st = sp.by_role("stages")
+    n, s, s_to = d.blocks_per_sm, d.stages, int(to[st.name]) if st is not None else d.stages
+    kept = 1.0 if s <= 1 else min(1.0, (n + 1) * (s_to - 1) / (n * (s - 1)))  # type: ignore[operator]
+    return _capped(d, OCCUPANCY_GAIN * _exposed(d) * kept)
+
+
+ONE_MORE_BLOCK = Theory(
+    "one_more_block",
+    "With shared memory for one block per SM, nothing overlaps a block's pipeline fill and tile store: fewer stages or a smaller tile let a second block in.",
+    _one_more_applies, _one_more_propose, _one_more_gain, interaction=True)
+
+
 LIBRARY: tuple[Theory, ...] = (PADDING, UNDERFILLED, WAVES, LATENCY, UNDERTILED, PRESSURE,
-                               ONE_BLOCK_ROW, L2_GROUPING, WARPS_MATCHED, SHALLOW_LOOP, TILE_SHAPE)
+                               ONE_BLOCK_ROW, L2_GROUPING, WARPS_MATCHED, SHALLOW_LOOP, TILE_SHAPE,
+                               ONE_MORE_BLOCK)
 BY_NAME: dict[str, Theory] = {t.name: t for t in LIBRARY}
 
 
