@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import pytest
 
@@ -213,3 +214,38 @@ def test_microsecond_kernels_are_timed_in_a_cuda_graph_and_events_stand_in_when_
     calls.clear()
     b._time_graph = lambda fn, reps: calls.append(("graph", reps)) or [0.5] * reps
     assert b._samples(None, 4, 0.004, 0.05)[1] == "events" and calls == [("events", 4)]  # not retried
+
+
+def test_the_benchmark_worker_warms_an_idle_gpu_before_timing_and_not_a_busy_one():
+    """An idle GPU's first timings run below its boost clock: after an idle spell the worker
+    keeps the GPU busy for WARMUP_S before timing; between back-to-back timings it does not."""
+    from types import SimpleNamespace
+
+    from abductune.measure import worker
+
+    fills: list[int] = []
+    b = object.__new__(worker._Bench)  # no CUDA here: a flush buffer and torch that count work
+    b.flush = SimpleNamespace(zero_=lambda: fills.append(1))
+    b.torch = SimpleNamespace(cuda=SimpleNamespace(synchronize=lambda: None))
+    b.last_busy, b.warmups = -math.inf, 0
+    b.graph_ok = True
+    b._call = lambda config: (lambda: None)
+    seen: list[int] = []
+
+    def fake_bench(*args, **kwargs):
+        seen.append(b.warmups)  # warm-ups done before this timing started
+        return "reply"
+    b._bench = fake_bench
+    t0 = time.perf_counter()
+    assert b.bench({"X": 1}) == "reply"
+    assert seen == [1] and fills and time.perf_counter() - t0 >= worker.WARMUP_S
+    n = len(fills)
+    b.bench({"X": 2})  # straight after: the GPU is still busy
+    assert seen == [1, 1] and len(fills) == n
+    b.last_busy = time.perf_counter() - worker.IDLE_S - 1  # an idle spell (compiles, a new shape)
+    b.bench({"X": 3})
+    assert seen == [1, 1, 2]
+    # a timing that raises still counts as GPU work, so the next one is not warmed again
+    b._bench = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("out of resources"))
+    b.bench({"X": 4})
+    assert b.warmups == 2 and time.perf_counter() - b.last_busy < worker.IDLE_S
