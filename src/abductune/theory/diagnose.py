@@ -161,6 +161,11 @@ def grid_tiles(problem: Problem, space: Space, config: Mapping[str, Any]) -> tup
     return grid, along
 
 
+def smem_reserved(hw: HardwareInfo) -> int:
+    """Shared memory the system takes per resident block on top of the kernel's own."""
+    return SMEM_RESERVED_PER_BLOCK if hw.vendor == "nvidia" and hw.compute_capability >= (8, 0) else 0
+
+
 def blocks_per_sm(hw: HardwareInfo, warps: int, registers: int | None,
                   smem_bytes: int | None) -> tuple[int | None, str | None]:
     """Resident blocks per SM of `warps` warps and what limits them: registers (per-warp
@@ -171,8 +176,7 @@ def blocks_per_sm(hw: HardwareInfo, warps: int, registers: int | None,
         per_warp = math.ceil(registers * hw.warp_size / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
         limits["registers"] = (hw.regs_per_sm // per_warp) // warps
     if smem_bytes and hw.smem_per_sm:
-        reserved = SMEM_RESERVED_PER_BLOCK if hw.vendor == "nvidia" and hw.compute_capability >= (8, 0) else 0
-        limits["smem"] = hw.smem_per_sm // (smem_bytes + reserved)
+        limits["smem"] = hw.smem_per_sm // (smem_bytes + smem_reserved(hw))
     if hw.max_threads_per_sm and hw.warp_size:
         limits["warps"] = (hw.max_threads_per_sm // hw.warp_size) // warps
     if hw.max_blocks_per_sm:

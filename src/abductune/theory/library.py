@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..problem import Problem
 from ..space import Config, Space
-from .diagnose import (REG_ALLOC_UNIT, SMEM_RESERVED_PER_BLOCK, Diagnosis, grid_tiles, padding_waste,
-                       tiled_dims, wave_stats)
+from .diagnose import (REG_ALLOC_UNIT, Diagnosis, grid_tiles, padding_waste, smem_reserved, tiled_dims,
+                       wave_stats)
 
 Applies = Callable[[Diagnosis, Problem, Space, Config], bool]
 Propose = Callable[[Diagnosis, Problem, Space, Config], "list[Config]"]
@@ -604,8 +604,7 @@ def _fits_one_more(d: Diagnosis, pb: Problem, sp: Space, cfg: Config,
     m, n, k = tiles
     per_stage = d.smem_bytes / d.stages * (to[m] * to[k] + to[k] * to[n]) / (cfg[m] * cfg[k] + cfg[k] * cfg[n])
     want = d.blocks_per_sm + 1
-    reserved = SMEM_RESERVED_PER_BLOCK if hw.vendor == "nvidia" and hw.compute_capability >= (8, 0) else 0
-    if want * (per_stage * int(to[st.name]) + reserved) > hw.smem_per_sm:
+    if want * (per_stage * int(to[st.name]) + smem_reserved(hw)) > hw.smem_per_sm:
         return False
     if d.registers and d.warps and hw.regs_per_sm:
         regs = d.registers * (to[m] * to[n]) / (cfg[m] * cfg[n])
@@ -622,8 +621,7 @@ def _one_more_applies(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> bool
             or not d.blocks_per_sm or d.blocks_per_sm > OCCUPANCY_MAX_BLOCKS
             or sp.by_role("stages") is None or _mma_tiles(pb, sp) is None):
         return False
-    reserved = SMEM_RESERVED_PER_BLOCK if hw.vendor == "nvidia" and hw.compute_capability >= (8, 0) else 0
-    return (hw.smem_per_sm // (d.smem_bytes + reserved) == d.blocks_per_sm  # shared memory binds
+    return (hw.smem_per_sm // (d.smem_bytes + smem_reserved(hw)) == d.blocks_per_sm  # shared memory binds
             and OCCUPANCY_GAIN * _exposed(d) >= OCCUPANCY_MIN_GAIN)
 
 
