@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..problem import Problem
 from ..space import Config, Space
-from .diagnose import (REG_ALLOC_UNIT, Diagnosis, grid_tiles, padding_waste, smem_reserved, tiled_dims,
-                       wave_stats)
+from .diagnose import (TRITON_DEFAULT_WARPS, Diagnosis, blocks_per_sm, grid_tiles, padding_waste, smem_reserved,
+                       tiled_dims, wave_stats)
 
 Applies = Callable[[Diagnosis, Problem, Space, Config], bool]
 Propose = Callable[[Diagnosis, Problem, Space, Config], "list[Config]"]
@@ -595,24 +595,19 @@ def _mma_tiles(pb: Problem, sp: Space) -> tuple[str, str, str] | None:
 
 def _fits_one_more(d: Diagnosis, pb: Problem, sp: Space, cfg: Config,
                    to: Config) -> bool:
-    """Whether `to` fits blocks_per_sm + 1 blocks on an SM, its shared memory scaled from the
-    measured config by operand tile area x stages, and its registers by accumulator elements
-    (operands are pipelined through shared memory; the fp32 accumulator holds most registers)."""
+    """Whether `to` fits blocks_per_sm + 1 blocks on an SM (`diagnose.blocks_per_sm`), its
+    shared memory scaled from the measured config by operand tile area x stages and its
+    registers by accumulator elements (operands are pipelined through shared memory; the fp32
+    accumulator holds most registers)."""
     hw, tiles, st = pb.hardware, _mma_tiles(pb, sp), sp.by_role("stages")
     if hw is None or tiles is None or st is None or not d.smem_bytes or not d.stages or not d.blocks_per_sm:
         return False
     m, n, k = tiles
     per_stage = d.smem_bytes / d.stages * (to[m] * to[k] + to[k] * to[n]) / (cfg[m] * cfg[k] + cfg[k] * cfg[n])
-    want = d.blocks_per_sm + 1
-    if want * (per_stage * int(to[st.name]) + smem_reserved(hw)) > hw.smem_per_sm:
-        return False
-    if d.registers and d.warps and hw.regs_per_sm:
-        regs = d.registers * (to[m] * to[n]) / (cfg[m] * cfg[n])
-        per_warp = math.ceil(regs * hw.warp_size / REG_ALLOC_UNIT) * REG_ALLOC_UNIT
-        if (hw.regs_per_sm // per_warp) // d.warps < want:
-            return False
-    return not (hw.max_threads_per_sm and d.warps and
-                (hw.max_threads_per_sm // hw.warp_size) // d.warps < want)
+    # registers are judged only where the space tunes warps (the per-warp allocation needs them)
+    regs = d.registers * (to[m] * to[n]) / (cfg[m] * cfg[n]) if d.registers and d.warps else None
+    fits, _limit = blocks_per_sm(hw, d.warps or TRITON_DEFAULT_WARPS, regs, per_stage * int(to[st.name]))
+    return fits is not None and fits >= d.blocks_per_sm + 1
 
 
 def _one_more_applies(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> bool:
