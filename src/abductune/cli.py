@@ -42,6 +42,13 @@ class _Group(click.Group):
              standalone_mode: bool = True, **extra: Any) -> Any:
         if not standalone_mode:  # a caller driving click itself gets click's behaviour
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        if args is None:  # the real command line: a warm daemon may run it (`abductune daemon`)
+            from .daemon import forward, forwardable
+
+            if forwardable(sys.argv[1:]):
+                code = forward(sys.argv[1:])
+                if code is not None:
+                    sys.exit(code)
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
         except click.UsageError as e:
@@ -327,9 +334,11 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
 @click.option("--store", "store_path", default=None, help="SQLite store. Live default: the user cache "
               "dir (every measurement recorded, reruns resume); replay default: in memory.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
+@click.option("--no-daemon", is_flag=True, help="Run here even when an `abductune daemon` serves this "
+              "environment (ABDUCTUNE_DAEMON=0 does the same).")
 def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, full_budget: bool,
              seconds: float | None, no_heuristics: bool, database: str | None, mode: str, seed: int,
-             store_path: str | None, json_out: str | None) -> None:
+             store_path: str | None, json_out: str | None, no_daemon: bool) -> None:
     """Tune built-in kernels: live on a GPU, else by replaying bundled H100 measurements."""
     from . import kernels
     from .search import STRATEGIES, Budget
@@ -701,9 +710,11 @@ _register_harvest()
 
 
 from .cache_cli import cache  # noqa: E402  (the decorator's store: abductune cache ...)
+from .daemon_cli import daemon  # noqa: E402
 from .theory_cli import explain_cmd, learn_cmd, predict_cmd  # noqa: E402
 
 main.add_command(cache)
+main.add_command(daemon)
 for _cmd in (learn_cmd, predict_cmd, explain_cmd):
     main.add_command(_cmd)
 

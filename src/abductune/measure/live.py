@@ -99,6 +99,12 @@ class BenchWorker:
             self.kill()
         return reply
 
+    def ensure_started(self) -> None:
+        """Start the process now (torch, a CUDA context and the flush buffer) rather than at
+        the first request."""
+        if self.proc is None or not self.proc.is_alive():
+            self._start()
+
     def request(self, msg: dict, timeout: float) -> dict:
         if self.proc is None or not self.proc.is_alive():
             if self.proc is not None or self.conn is not None:
@@ -361,12 +367,28 @@ def shared_processes(compile_workers: int | None = None) -> tuple["BenchWorker",
     return _SHARED["worker"], _SHARED["compiler"]
 
 
-def close_shared() -> None:
+def release_shared() -> None:
+    """Free the shared benchmark worker's problem buffers (GPU memory) and keep the worker:
+    what a daemon does between commands. The next tune's setup allocates its own."""
+    w = _SHARED.get("worker")
+    if w is not None and w.proc is not None and w.proc.is_alive():
+        try:
+            w.request({"op": "release"}, timeout=30)
+            w._setup_msg = None  # a restart must not set the released problem up again
+        except WorkerLost as e:
+            log.warning("releasing the benchmark worker's buffers failed: %s", e.error)
+
+
+def close_shared(kill: bool = False) -> None:
+    """Stop the shared workers; `kill`: without waiting for a benchmark or compile under way
+    (a cancelled command's). The next live tune starts new ones."""
     w, c = _SHARED.pop("worker", None), _SHARED.pop("compiler", None)
-    if w is not None:
+    if w is not None and kill:
+        w.kill()
+    elif w is not None:
         w.close()
     if c is not None:
-        c.shutdown()
+        c.shutdown(kill=kill)
 
 
 # A config whose first few timed runs are this much slower than the incumbent is not timed

@@ -364,6 +364,14 @@ class _Bench:
         torch.cuda.synchronize()
         return SetupReply(torch.cuda.get_device_name())
 
+    def release(self) -> SetupReply:
+        """Drop the problem's inputs, output and reference (an idle daemon keeps only the
+        context and the flush buffer)."""
+        self.spec = self.problem = None
+        self.inputs = self.out = self.ref = None
+        self.torch.cuda.empty_cache()
+        return SetupReply(self.torch.cuda.get_device_name())
+
     def _poison(self) -> None:
         if self.out.dtype.is_floating_point:
             self.out.fill_(math.nan)
@@ -523,6 +531,8 @@ def bench_server(conn: Any, env: dict[str, str] | None = None, path: list[str] |
                 return
             if op == "setup":
                 reply = bench.setup(msg["kernel"], msg["problem"], msg.get("seed", 0))
+            elif op == "release":
+                reply = bench.release()
             elif op == "bench":
                 reply = bench.bench(msg.get("config"), **msg.get("opts", {}))
             elif op == "interleaved":

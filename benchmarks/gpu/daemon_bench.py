@@ -1,0 +1,171 @@
+"""A user's later commands with `abductune daemon` (issue 10): each shape is one fresh
+`abductune tune` process, timed from outside, run three ways side by side:
+
+- *daemon*: the command is forwarded to a daemon started once at the beginning (its start is
+  timed and reported on its own);
+- *local*: the same command with `--no-daemon`, a fresh process that starts its own workers;
+- *triton*: a fresh-process script that calls `@triton.autotune` on the kernel's own list once.
+
+Every run starts from an empty Triton cache (the daemon's cache folder is emptied before each
+command; the daemon's processes may still hold in memory what they compiled for earlier
+shapes, which is reported) and a new store. The order of the three rotates per shape. After
+the commands, the GPU memory the idle daemon holds is read with nvidia-smi.
+
+    python3 benchmarks/gpu/daemon_bench.py --out daemon.json
+
+Prints a table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_SHAPES = ("softmax_fp16:rows=4096,cols=32000;softmax_fp16:rows=16384,cols=1024;"
+                  "rmsnorm_fp16:rows=1,cols=4096;rmsnorm_fp16:rows=4096,cols=14336;"
+                  "gelu_mul_fp16:numel=917504;gelu_mul_fp16:numel=117440512;"
+                  "matmul_fp16:M=4096,N=4096,K=4096;matmul_fp16:M=16,N=4096,K=14336;"
+                  "matmul_fp16:M=512,N=4096,K=4096;matmul_fp16:M=8192,N=128,K=4096")
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    return time.perf_counter() - t0, r
+
+
+def empty(folder: str) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder, exist_ok=True)
+
+
+def gpu_memory_by_pid() -> dict[int, int]:
+    r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                       capture_output=True, text=True)
+    out = {}
+    for line in r.stdout.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit():
+            out[int(parts[0])] = int(parts[1]) if parts[1].isdigit() else -1
+    return out
+
+
+def descendants(pid: int) -> set[int]:
+    r = subprocess.run(["ps", "-eo", "pid,ppid"], capture_output=True, text=True)
+    kids: dict[int, list[int]] = {}
+    for line in r.stdout.splitlines()[1:]:
+        a, b = line.split()
+        kids.setdefault(int(b), []).append(int(a))
+    seen, todo = {pid}, [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return seen
+
+
+def tune_record(wall: float, r: subprocess.CompletedProcess, js: str) -> dict:
+    rec: dict = {"process_s": wall, "rc": r.returncode,
+                 "via_daemon": "running in the abductune daemon" in r.stderr}
+    if r.returncode == 0:
+        t = json.loads(Path(js).read_text())[0]
+        rec.update(tune_s=t["wall_s"], evaluations=t["evaluations"], stopped_early=t["stopped_early"],
+                   winner_ms=t["winner_ms"], fixed_best_ms=t["fixed_best_ms"], timing=t.get("timing"))
+    else:
+        rec["stderr"] = r.stderr[-1500:]
+    return rec
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="'kernel:dims;kernel:dims'")
+    ap.add_argument("--budget", type=int, default=32)
+    args = ap.parse_args()
+    py = sys.executable
+    base = tempfile.mkdtemp(prefix="daemon-bench-")
+    cache = os.path.join(base, "triton")
+    env = dict(os.environ, TRITON_CACHE_DIR=cache, ABDUCTUNE_RUNTIME_DIR=os.path.join(base, "rt"))
+    os.makedirs(env["ABDUCTUNE_RUNTIME_DIR"], mode=0o700)
+    data: dict = {"rows": []}
+    out = Path(args.out)
+    wall, r = timed([py, "-m", "abductune.cli", "daemon", "start"], env)
+    data["daemon_start"] = {"process_s": wall, "rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr[-1500:]}
+    print(f"daemon start: {wall:.1f} s: {r.stdout.strip()} {r.stderr.strip()[-300:]}", flush=True)
+    st = subprocess.run([py, "-m", "abductune.cli", "daemon", "status"], capture_output=True, text=True, env=env)
+    daemon_pid = int(st.stdout.split()[1].rstrip(":")) if st.stdout.startswith("pid") else None
+    items = args.shapes.split(";")
+    for i, item in enumerate(items):
+        kernel, dims_text = item.split(":")
+        dims = {k: int(v) for k, v in (kv.split("=") for kv in dims_text.split(","))}
+        row: dict = {"kernel": kernel, "dims": dims}
+        order = ["daemon", "local", "triton"]
+        order = order[i % 3:] + order[:i % 3]
+        for tool in order:
+            if tool in ("daemon", "local"):
+                empty(cache)
+                d = tempfile.mkdtemp(prefix="run-", dir=base)
+                e = dict(env, ABDUCTUNE_STORE=os.path.join(d, "s.sqlite"))
+                js = os.path.join(d, "t.json")
+                cmd = [py, "-m", "abductune.cli", "tune", "--mode", "live", "--kernel", kernel, "--shapes", dims_text,
+                       "--budget", str(args.budget), "--json", js] + (["--no-daemon"] if tool == "local" else [])
+                wall, r = timed(cmd, e)
+                row[tool] = tune_record(wall, r, js)
+            else:
+                e = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tempfile.mkdtemp(prefix="tr-", dir=base), "c"))
+                wall, r = timed([py, "benchmarks/gpu/live_bench.py", "--out", os.devnull, "--autotune-child",
+                                 kernel, json.dumps(dims)], e)
+                rec = {"process_s": wall, "rc": r.returncode}
+                line = [x for x in r.stdout.splitlines() if x.startswith("{")]
+                if r.returncode == 0 and line:
+                    rec["first_call_s"] = json.loads(line[-1])["wall_s"]
+                else:
+                    rec["stderr"] = r.stderr[-1500:]
+                row[tool] = rec
+        data["rows"].append(row)
+        out.write_text(json.dumps(data, indent=1, default=str))
+        dm, lo, tr = row["daemon"], row["local"], row["triton"]
+        print(f"{kernel} {dims_text}: daemon {dm['process_s']:.1f}s ({dm.get('evaluations')} ev, via daemon "
+              f"{dm['via_daemon']}) | local {lo['process_s']:.1f}s ({lo.get('evaluations')} ev) | triton script "
+              f"{tr['process_s']:.1f}s (first call {tr.get('first_call_s', float('nan')):.1f}s)", flush=True)
+    mem = gpu_memory_by_pid()
+    held = {p: m for p, m in mem.items() if daemon_pid and p in descendants(daemon_pid)}
+    data["idle_daemon_gpu_mib"] = held
+    data["gpu_memory_all"] = mem
+    wall, r = timed([py, "-m", "abductune.cli", "daemon", "stop"], env)
+    data["daemon_stop"] = {"process_s": wall, "stdout": r.stdout}
+    out.write_text(json.dumps(data, indent=1, default=str))
+    print(f"idle daemon holds GPU memory (MiB by pid): {held}; stop: {wall:.1f} s")
+
+    def mean(key: str, tool: str, rows: list) -> str:
+        v = [r[tool].get(key) for r in rows if r[tool].get(key) is not None]
+        return f"{statistics.fmean(v):.1f}" if v else "-"
+    print("\n| shape | daemon: process (tune), evaluations | local: process (tune), evaluations "
+          "| triton.autotune script: process (first call) | daemon winner / local winner |")
+    print("|---|---|---|---|---|")
+    for r in data["rows"]:
+        dm, lo, tr = r["daemon"], r["local"], r["triton"]
+        ratio = (dm["winner_ms"] / lo["winner_ms"]) if dm.get("winner_ms") and lo.get("winner_ms") else float("nan")
+        print(f"| {r['kernel']} {','.join(f'{k}={v}' for k, v in r['dims'].items())} | {dm['process_s']:.1f} s "
+              f"({dm.get('tune_s', float('nan')):.1f}), {dm.get('evaluations')} | {lo['process_s']:.1f} s "
+              f"({lo.get('tune_s', float('nan')):.1f}), {lo.get('evaluations')} | {tr['process_s']:.1f} s "
+              f"({tr.get('first_call_s', float('nan')):.1f}) | {ratio:.3f} |")
+    for group, pred in (("row kernels", lambda r: r["kernel"] != "matmul_fp16"),
+                        ("matmul", lambda r: r["kernel"] == "matmul_fp16")):
+        rows = [r for r in data["rows"] if pred(r)]
+        if rows:
+            print(f"| mean, {group} | {mean('process_s', 'daemon', rows)} s | {mean('process_s', 'local', rows)} s "
+                  f"| {mean('process_s', 'triton', rows)} s | |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,242 @@
+"""The daemon (`abductune daemon`): which commands it takes, that a forwarded command behaves
+as a local one (output, exit code, files relative to the caller's folder), cancel, stop, a
+stale socket, idle exit. On the CPU the daemon has no GPU workers and `tune` replays."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from abductune import daemon
+
+EXE = [sys.executable, "-m", "abductune.cli"]
+SHAPE = "rows=4096,cols=32000"
+
+
+@pytest.fixture
+def rt(tmp_path, monkeypatch):
+    d = tmp_path / "rt"
+    d.mkdir(mode=0o700)
+    monkeypatch.setenv("ABDUCTUNE_RUNTIME_DIR", str(d))
+    monkeypatch.delenv("ABDUCTUNE_DAEMON", raising=False)
+    yield d
+    daemon.stop(every=True)
+
+
+def cli(*args, cwd=None, env=None, timeout=120):
+    return subprocess.run([*EXE, *args], capture_output=True, text=True, cwd=cwd, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def winner_lines(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if ln.startswith("#")]
+
+
+def test_fingerprint_follows_worker_settings_not_the_store(monkeypatch):
+    base = daemon.fingerprint()
+    monkeypatch.setenv("ABDUCTUNE_STORE", "/somewhere/else.sqlite")
+    assert daemon.fingerprint() == base  # read per command: the request carries it
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/another/cache")
+    assert daemon.fingerprint() != base  # fixed in the workers at their start
+
+
+def test_forwardable_only_tune_without_user_kernels(monkeypatch):
+    monkeypatch.delenv("ABDUCTUNE_DAEMON", raising=False)
+    assert daemon.forwardable(["tune"])
+    assert daemon.forwardable(["-v", "tune", "--kernel", "softmax_fp16"])
+    assert not daemon.forwardable(["replay", "bundled"])
+    assert not daemon.forwardable(["tune", "--no-daemon"])
+    assert not daemon.forwardable(["tune", "--mode", "replay"])
+    assert not daemon.forwardable(["tune", "--kernel=mymod:MyKernel"])
+    assert not daemon.forwardable(["tune", "--help"])
+    monkeypatch.setenv("ABDUCTUNE_DAEMON", "0")
+    assert not daemon.forwardable(["tune"])
+
+
+def test_runtime_dir_must_be_private(tmp_path, monkeypatch):
+    d = tmp_path / "open"
+    d.mkdir()
+    d.chmod(0o777)
+    monkeypatch.setenv("ABDUCTUNE_RUNTIME_DIR", str(d))
+    with pytest.raises(daemon.DaemonError, match="not private"):
+        daemon.runtime_dir()
+
+
+def test_run_request_relays_output_restores_state_and_cancels(tmp_path, monkeypatch):
+    """In-process: output frames in order, the exit code, cwd and ABDUCTUNE_STORE restored;
+    a cancel frame interrupts the command and reports 130."""
+    monkeypatch.setenv("ABDUCTUNE_STORE", "daemon-own")
+    here = os.getcwd()
+    seen = {}
+
+    def ok(argv, req):
+        print("hello", argv[0])
+        print("oops", file=sys.stderr)
+        seen["cwd"], seen["store"] = os.getcwd(), os.environ.get("ABDUCTUNE_STORE")
+        return 3
+
+    a, b = socket.socketpair()
+    req = {"argv": ["x"], "cwd": str(tmp_path), "env": {"ABDUCTUNE_STORE": "client.sqlite"}}
+    assert daemon.run_request(a, req, run=ok) == 3
+    frames = []
+    b.settimeout(5)
+    while (f := daemon._recv(b)) is not None:
+        frames.append(f)
+        if f[0] == daemon._EXIT:
+            break
+    assert frames[-1] == (b"x", b"3")
+    assert b"".join(body for kind, body in frames if kind == b"o") == b"hello x\n"
+    assert b"".join(body for kind, body in frames if kind == b"e") == b"oops\n"
+    assert seen == {"cwd": str(tmp_path), "store": "client.sqlite"}
+    assert os.getcwd() == here and os.environ["ABDUCTUNE_STORE"] == "daemon-own"
+    a.close()
+    b.close()
+
+    reset = []
+    monkeypatch.setattr(daemon, "_reset_workers", lambda: reset.append(1))
+
+    def slow(argv, req):
+        time.sleep(30)
+        return 0
+
+    a, b = socket.socketpair()
+    threading.Timer(0.3, lambda: daemon._send(b, daemon._CANCEL, b"")).start()
+    t0 = time.monotonic()
+    assert daemon.run_request(a, {"argv": ["x"]}, run=slow) == 130
+    assert time.monotonic() - t0 < 10 and reset == [1]  # workers restarted after a cancel
+    b.settimeout(5)
+    assert daemon._recv(b) == (daemon._EXIT, b"130")
+    a.close()
+    b.close()
+
+
+def test_forwarded_tune_matches_a_local_run(rt, tmp_path):
+    r = cli("daemon", "start", "--idle-minutes", "5")
+    assert r.returncode == 0, r.stderr
+    assert "daemon ready" in r.stdout
+    info = daemon.status()[0]
+    assert info["alive"] and info["serves_here"]
+    work = tmp_path / "work"
+    work.mkdir()
+    args = ("tune", "--kernel", "softmax_fp16", "--shapes", SHAPE, "--budget", "6", "--json", "out.json")
+    via = cli(*args, cwd=work)
+    assert via.returncode == 0, via.stderr
+    assert f"running in the abductune daemon, pid {info['pid']}" in via.stderr
+    # the relative --json path is the caller's, not the daemon's
+    assert json.loads((work / "out.json").read_text())[0]["kernel"] == "softmax_fp16"
+    local = cli(*args[:-2], "--no-daemon", cwd=work)
+    assert local.returncode == 0 and "running in the abductune daemon" not in local.stderr
+    assert winner_lines(via.stdout) == winner_lines(local.stdout) and winner_lines(via.stdout)
+    # a user's mistake: the same one-line error and exit code 2 as locally
+    bad = cli("tune", "--kernel", "nope_fp16")
+    assert bad.returncode == 2 and "error: unknown kernel(s) nope_fp16" in bad.stderr
+    assert daemon.status()[0]["served"] == 2
+
+
+def test_cancel_stop_and_stale_socket(rt):
+    assert cli("daemon", "start").returncode == 0
+    pid = daemon.status()[0]["pid"]
+    p = subprocess.Popen([*EXE, "tune", "--kernel", "matmul_fp16", "--budget", "64", "--full-budget"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # the client is waiting on the daemon's replay
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    # the daemon survived the cancel and serves the next command
+    nxt = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4")
+    assert nxt.returncode == 0 and f"pid {pid}" in nxt.stderr
+    # stop: process gone, files gone, commands run locally again
+    assert cli("daemon", "stop").stdout.strip() == f"stopped daemon pid {pid}"
+    assert not daemon._alive(pid) and not list(rt.glob("*.sock"))
+    loc = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4")
+    assert loc.returncode == 0 and "running in the abductune daemon" not in loc.stderr
+    # a daemon killed without cleaning up leaves a socket nobody answers: removed, run locally
+    assert cli("daemon", "start").returncode == 0
+    pid = daemon.status()[0]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while daemon._alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert list(rt.glob("*.sock"))
+    loc = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4")
+    assert loc.returncode == 0 and "running in the abductune daemon" not in loc.stderr
+    assert not list(rt.glob("*.sock"))
+
+
+def test_idle_daemon_exits_and_cleans_up(rt):
+    r = cli("daemon", "start", "--idle-minutes", "0.02")  # 1.2 s
+    assert r.returncode == 0, r.stderr
+    pid = daemon.status()[0]["pid"]
+    deadline = time.monotonic() + 20
+    while daemon._alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not daemon._alive(pid)
+    assert not list(rt.glob("*.sock")) and not list(rt.glob("*.json"))
+    assert cli("daemon", "status").stdout.strip() == "no daemon"
+
+
+def test_another_environment_is_not_served(rt):
+    assert cli("daemon", "start").returncode == 0
+    other = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4", env={"TRITON_CACHE_DIR": str(rt / "tc")})
+    assert other.returncode == 0 and "running in the abductune daemon" not in other.stderr
+    st = cli("daemon", "status", env={"TRITON_CACHE_DIR": str(rt / "tc")}).stdout
+    assert "another environment (differs in: env:TRITON_CACHE_DIR)" in st
+
+
+def test_a_cancel_inside_an_import_is_noticed(tmp_path, monkeypatch):
+    """The daemon stops serving after a cancel that interrupted an import (a half-imported
+    module would break every later command); a cancel elsewhere is harmless."""
+    (tmp_path / "abductune_interrupted_mod.py").write_text("import signal\nsignal.raise_signal(signal.SIGINT)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    old = signal.signal(signal.SIGINT, daemon._on_sigint)
+    try:
+        daemon._INTERRUPTED_IMPORT.clear()
+        with pytest.raises(KeyboardInterrupt):
+            import abductune_interrupted_mod  # noqa: F401
+        assert daemon._INTERRUPTED_IMPORT
+        daemon._INTERRUPTED_IMPORT.clear()
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        assert not daemon._INTERRUPTED_IMPORT
+    finally:
+        signal.signal(signal.SIGINT, old)
+        sys.modules.pop("abductune_interrupted_mod", None)
+
+
+def test_between_commands_the_worker_frees_its_problem(monkeypatch):
+    """release_shared asks a live shared worker to drop the problem's buffers and forgets
+    the setup it would replay after a restart; a dead or absent worker is left alone."""
+    from abductune.measure import live
+
+    class Proc:
+        def __init__(self, alive):
+            self.alive = alive
+
+        def is_alive(self):
+            return self.alive
+
+    class Stub:
+        def __init__(self, alive):
+            self.proc, self.sent, self._setup_msg = Proc(alive), [], {"op": "setup"}
+
+        def request(self, msg, timeout):
+            self.sent.append(msg["op"])
+
+    monkeypatch.setattr(live, "_SHARED", {})
+    live.release_shared()  # nothing started: nothing to do
+    w = Stub(True)
+    monkeypatch.setattr(live, "_SHARED", {"worker": w})
+    live.release_shared()
+    assert w.sent == ["release"] and w._setup_msg is None
+    dead = Stub(False)
+    monkeypatch.setattr(live, "_SHARED", {"worker": dead})
+    live.release_shared()
+    assert dead.sent == [] and dead._setup_msg == {"op": "setup"}
