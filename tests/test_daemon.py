@@ -240,3 +240,37 @@ def test_between_commands_the_worker_frees_its_problem(monkeypatch):
     monkeypatch.setattr(live, "_SHARED", {"worker": dead})
     live.release_shared()
     assert dead.sent == [] and dead._setup_msg == {"op": "setup"}
+
+
+def test_a_second_command_waits_says_so_and_can_leave_the_queue(rt, tmp_path):
+    """Commands run one at a time: the second says what it waits for; one that leaves the
+    queue (Ctrl-C) is never run."""
+    assert cli("daemon", "start").returncode == 0
+    long = subprocess.Popen([*EXE, "tune", "--kernel", "matmul_fp16", "--budget", "64", "--full-budget"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while (daemon.status()[0].get("state") != "busy") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    logs = {k: (open(tmp_path / f"{k}.out", "w+"), open(tmp_path / f"{k}.err", "w+")) for k in ("quit", "wait")}
+    quitter = subprocess.Popen([*EXE, "tune", "--kernel", "gelu_mul_fp16", "--budget", "4"],
+                               stdout=logs["quit"][0], stderr=logs["quit"][1], text=True)
+    waiter = subprocess.Popen([*EXE, "tune", "--kernel", "softmax_fp16", "--budget", "4"],
+                              stdout=logs["wait"][0], stderr=logs["wait"][1], text=True)
+    note = "waiting: the daemon is running another command, `abductune tune --kernel matmul_fp16"
+    deadline = time.monotonic() + 30
+    while note not in (tmp_path / "quit.err").read_text() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert long.poll() is None, "the long command ended before the others queued"
+    quitter.send_signal(signal.SIGINT)
+    assert quitter.wait(timeout=60) == 130
+    long.communicate(timeout=120)
+    assert long.returncode == 0 and waiter.wait(timeout=120) == 0
+    assert note in (tmp_path / "quit.err").read_text() and note in (tmp_path / "wait.err").read_text()
+    assert "softmax_fp16" in (tmp_path / "wait.out").read_text()
+    assert "gelu_mul_fp16" not in (tmp_path / "quit.out").read_text()
+    log = Path(daemon.status()[0]["log"]).read_text()
+    assert "skipped ['tune', '--kernel', 'gelu_mul_fp16'" in log
+    assert daemon.status()[0]["served"] == 2
+    for f in logs.values():
+        f[0].close()
+        f[1].close()

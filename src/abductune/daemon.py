@@ -22,6 +22,7 @@ import io
 import json
 import logging
 import os
+import select
 import signal
 import socket
 import struct
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,6 +39,7 @@ from .errors import AbductuneError
 log = logging.getLogger("abductune.daemon")
 
 DEFAULT_IDLE_S = 15 * 60.0
+WAIT_NOTE_S = 1.0  # a command that hears nothing this long says what it is waiting for
 # variables that change what a command does in ways fixed when the daemon's workers started
 _FINGERPRINT_PREFIXES = ("ABDUCTUNE_", "TRITON_", "CUDA_", "NVIDIA_", "PYTORCH_")
 _FINGERPRINT_NAMES = ("HOME", "XDG_CACHE_HOME", "XDG_DATA_HOME", "PYTHONPATH", "LD_LIBRARY_PATH")
@@ -232,7 +235,8 @@ def forward(argv: list[str], stdout: Any = None, stderr: Any = None) -> int | No
     if s is None:
         return None
     info = read_info(fp) or {}
-    req = {"argv": argv, "cwd": os.getcwd(), "env": {k: os.environ.get(k) for k in _PER_REQUEST},
+    rid = uuid.uuid4().hex
+    req = {"id": rid, "argv": argv, "cwd": os.getcwd(), "env": {k: os.environ.get(k) for k in _PER_REQUEST},
            "tty_out": _isatty(out), "tty_err": _isatty(err), "columns": _columns()}
     try:
         _send(s, _REQUEST, json.dumps(req).encode())
@@ -242,13 +246,24 @@ def forward(argv: list[str], stdout: Any = None, stderr: Any = None) -> int | No
     print(f"(running in the abductune daemon, pid {info.get('pid', '?')}; --no-daemon runs it here)",
           file=err, flush=True)
     cancelled = False
+    waited = False
     try:
         while True:
             try:
+                if not waited:  # nothing this soon: say whether another command holds the daemon
+                    waited = True
+                    if not select.select([s], [], [], WAIT_NOTE_S)[0]:
+                        busy = read_info(fp) or {}
+                        if busy.get("state") == "busy" and busy.get("request") != rid:
+                            print(f"(waiting: the daemon is running another command, `abductune "
+                                  f"{' '.join(busy.get('argv') or [])}`; Ctrl-C leaves the queue)",
+                                  file=err, flush=True)
                 frame = _recv(s)
+            except socket.timeout:  # only after a cancel: left the queue, or slow to stop
+                return 130
             except KeyboardInterrupt:
-                if cancelled:
-                    raise
+                if cancelled:  # a second Ctrl-C: stop waiting for the daemon's answer
+                    return 130
                 cancelled = True
                 with contextlib.suppress(OSError):
                     _send(s, _CANCEL, b"")
@@ -257,14 +272,19 @@ def forward(argv: list[str], stdout: Any = None, stderr: Any = None) -> int | No
             except OSError:
                 frame = None
             if frame is None:
+                if cancelled:
+                    return 130
                 print("error: the abductune daemon stopped during the command (see `abductune daemon "
                       "status` for its log)", file=err, flush=True)
                 return 1
             kind, body = frame
+            s.settimeout(30 if cancelled else None)
             if kind == _EXIT:
                 return int(body.decode() or 1)
-            target = out if kind == _OUT else err
-            _write(target, body)
+            try:
+                _write(out if kind == _OUT else err, body)
+            except BrokenPipeError:  # `abductune tune | head`: the reader left; stop the command
+                return 1
     finally:
         s.close()
 
@@ -352,10 +372,11 @@ class _Server:
         self.sock: socket.socket | None = None
         self.facts: dict[str, Any] = {}
 
-    def _write_info(self, state: str) -> None:
+    def _write_info(self, state: str, argv: list[str] | None = None, request: str | None = None) -> None:
         from .files import atomic_write_text
 
         info = {"pid": os.getpid(), "fingerprint": self.fp, "items": fingerprint_items(), "state": state,
+                "argv": argv, "request": request,
                 "started": self.started, "idle_s": self.idle_s, "served": self.served,
                 "last_used": time.time(), "log": str(self.log_path), **self.facts}
         atomic_write_text(self.info_path, json.dumps(info, indent=1))
@@ -413,8 +434,11 @@ class _Server:
             return  # a probe (status, start) that only checked we are alive
         conn.settimeout(None)
         req = json.loads(frame[1])
+        if _client_gone(conn):
+            log.info("skipped %s: its client left while it waited", req.get("argv"))
+            return
         self.served += 1
-        self._write_info("busy")
+        self._write_info("busy", argv=req.get("argv"), request=req.get("id"))
         _INTERRUPTED_IMPORT.clear()
         code = run_request(conn, req)
         log.info("served %s: exit %s", req.get("argv"), code)
@@ -423,6 +447,17 @@ class _Server:
             log.info("cancelled inside an import of %s: exiting (the next command runs without this "
                      "daemon)", _INTERRUPTED_IMPORT[0])
             raise _Terminate()
+
+
+def _client_gone(conn: socket.socket) -> bool:
+    """Whether a queued client has hung up or cancelled before its command started."""
+    try:
+        head = conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+    return head in (b"", _CANCEL)
 
 
 def run_request(conn: socket.socket, req: dict[str, Any],
@@ -682,6 +717,8 @@ def _main(argv: list[str] | None = None) -> None:
     except DaemonError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C on a daemon run in a terminal: a stop, not a crash
+        log.info("stopped (Ctrl-C)")
 
 
 if __name__ == "__main__":  # run from the imported module, not a second copy named __main__
