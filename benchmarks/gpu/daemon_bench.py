@@ -12,6 +12,12 @@ shapes, which is reported) and a new store. The order of the three rotates per s
 the commands, the GPU memory the idle daemon holds is read with nvidia-smi.
 
     python3 benchmarks/gpu/daemon_bench.py --out daemon.json
+    python3 benchmarks/gpu/daemon_bench.py --out daemon_cpu.json --no-gpu --rounds 3   # CPU: replay
+
+`--no-gpu`: on a machine without one, `tune --mode auto` replays the bundled measurements, so
+the figure is what the daemon saves a command outside the GPU's work (imports, process start);
+the `triton.autotune` column is left out. `--rounds`: every shape that many times (after the
+first round the daemon has seen the shape: read later rounds as warm).
 
 Prints a table last.
 """
@@ -90,7 +96,17 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="'kernel:dims;kernel:dims'")
     ap.add_argument("--budget", type=int, default=32)
+    ap.add_argument("--no-gpu", action="store_true", help="replay on a machine without a GPU (see above)")
+    ap.add_argument("--rounds", type=int, default=1)
     args = ap.parse_args()
+    if args.no_gpu and args.shapes == DEFAULT_SHAPES:  # the recorded shapes replay can answer
+        args.shapes = ("softmax_fp16:rows=4096,cols=32000;softmax_fp16:rows=16384,cols=1024;"
+                       "rmsnorm_fp16:rows=1,cols=4096;rmsnorm_fp16:rows=4096,cols=14336;"
+                       "gelu_mul_fp16:numel=917504;gelu_mul_fp16:numel=117440512;"
+                       "matmul_fp16:M=4096,N=4096,K=4096;matmul_fp16:M=16,N=4096,K=14336;"
+                       "matmul_fp16:M=512,N=4096,K=4096;matmul_fp16:M=8192,N=128,K=4096")
+    mode = "auto" if args.no_gpu else "live"
+    tools = ["daemon", "local"] if args.no_gpu else ["daemon", "local", "triton"]
     py = sys.executable
     base = tempfile.mkdtemp(prefix="daemon-bench-")
     cache = os.path.join(base, "triton")
@@ -103,20 +119,19 @@ def main() -> None:
     print(f"daemon start: {wall:.1f} s: {r.stdout.strip()} {r.stderr.strip()[-300:]}", flush=True)
     st = subprocess.run([py, "-m", "abductune.cli", "daemon", "status"], capture_output=True, text=True, env=env)
     daemon_pid = int(st.stdout.split()[1].rstrip(":")) if st.stdout.startswith("pid") else None
-    items = args.shapes.split(";")
+    items = args.shapes.split(";") * args.rounds
     for i, item in enumerate(items):
         kernel, dims_text = item.split(":")
         dims = {k: int(v) for k, v in (kv.split("=") for kv in dims_text.split(","))}
-        row: dict = {"kernel": kernel, "dims": dims}
-        order = ["daemon", "local", "triton"]
-        order = order[i % 3:] + order[:i % 3]
+        row: dict = {"kernel": kernel, "dims": dims, "round": i // len(args.shapes.split(";"))}
+        order = tools[i % len(tools):] + tools[:i % len(tools)]
         for tool in order:
             if tool in ("daemon", "local"):
                 empty(cache)
                 d = tempfile.mkdtemp(prefix="run-", dir=base)
                 e = dict(env, ABDUCTUNE_STORE=os.path.join(d, "s.sqlite"))
                 js = os.path.join(d, "t.json")
-                cmd = [py, "-m", "abductune.cli", "tune", "--mode", "live", "--kernel", kernel, "--shapes", dims_text,
+                cmd = [py, "-m", "abductune.cli", "tune", "--mode", mode, "--kernel", kernel, "--shapes", dims_text,
                        "--budget", str(args.budget), "--json", js] + (["--no-daemon"] if tool == "local" else [])
                 wall, r = timed(cmd, e)
                 row[tool] = tune_record(wall, r, js)
@@ -133,11 +148,12 @@ def main() -> None:
                 row[tool] = rec
         data["rows"].append(row)
         out.write_text(json.dumps(data, indent=1, default=str))
-        dm, lo, tr = row["daemon"], row["local"], row["triton"]
+        dm, lo, tr = row["daemon"], row["local"], row.get("triton", {"process_s": float("nan")})
         print(f"{kernel} {dims_text}: daemon {dm['process_s']:.1f}s ({dm.get('evaluations')} ev, via daemon "
-              f"{dm['via_daemon']}) | local {lo['process_s']:.1f}s ({lo.get('evaluations')} ev) | triton script "
-              f"{tr['process_s']:.1f}s (first call {tr.get('first_call_s', float('nan')):.1f}s)", flush=True)
-    mem = gpu_memory_by_pid()
+              f"{dm['via_daemon']}) | local {lo['process_s']:.1f}s ({lo.get('evaluations')} ev)"
+              + (f" | triton script {tr['process_s']:.1f}s (first call {tr.get('first_call_s', float('nan')):.1f}s)"
+                 if "triton" in row else ""), flush=True)
+    mem = {} if args.no_gpu else gpu_memory_by_pid()
     held = {p: m for p, m in mem.items() if daemon_pid and p in descendants(daemon_pid)}
     data["idle_daemon_gpu_mib"] = held
     data["gpu_memory_all"] = mem
@@ -153,18 +169,19 @@ def main() -> None:
           "| triton.autotune script: process (first call) | daemon winner / local winner |")
     print("|---|---|---|---|---|")
     for r in data["rows"]:
-        dm, lo, tr = r["daemon"], r["local"], r["triton"]
+        dm, lo, tr = r["daemon"], r["local"], r.get("triton", {"process_s": float("nan")})
         ratio = (dm["winner_ms"] / lo["winner_ms"]) if dm.get("winner_ms") and lo.get("winner_ms") else float("nan")
         print(f"| {r['kernel']} {','.join(f'{k}={v}' for k, v in r['dims'].items())} | {dm['process_s']:.1f} s "
               f"({dm.get('tune_s', float('nan')):.1f}), {dm.get('evaluations')} | {lo['process_s']:.1f} s "
-              f"({lo.get('tune_s', float('nan')):.1f}), {lo.get('evaluations')} | {tr['process_s']:.1f} s "
-              f"({tr.get('first_call_s', float('nan')):.1f}) | {ratio:.3f} |")
+              f"({lo.get('tune_s', float('nan')):.1f}), {lo.get('evaluations')} | "
+              + (f"{tr['process_s']:.1f} s ({tr.get('first_call_s', float('nan')):.1f})" if "triton" in r else "-")
+              + f" | {ratio:.3f} |")
     for group, pred in (("row kernels", lambda r: r["kernel"] != "matmul_fp16"),
                         ("matmul", lambda r: r["kernel"] == "matmul_fp16")):
         rows = [r for r in data["rows"] if pred(r)]
         if rows:
             print(f"| mean, {group} | {mean('process_s', 'daemon', rows)} s | {mean('process_s', 'local', rows)} s "
-                  f"| {mean('process_s', 'triton', rows)} s | |")
+                  f"| {mean('process_s', 'triton', rows) if 'triton' in tools else '-'} s | |")
 
 
 if __name__ == "__main__":
