@@ -274,3 +274,21 @@ def test_a_second_command_waits_says_so_and_can_leave_the_queue(rt, tmp_path):
     for f in logs.values():
         f[0].close()
         f[1].close()
+
+
+def test_tune_daemon_starts_one_when_none_runs(rt):
+    """`tune --daemon` (or ABDUCTUNE_DAEMON=auto) starts a daemon and runs in it; the next
+    plain `tune` finds it; without the flag nothing is started."""
+    plain = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4")
+    assert plain.returncode == 0 and not daemon.status()
+    first = cli("tune", "--daemon", "--kernel", "gelu_mul_fp16", "--budget", "4")
+    assert first.returncode == 0, first.stderr
+    assert "starting the abductune daemon" in first.stderr and "running in the abductune daemon" in first.stderr
+    (row,) = daemon.status()
+    assert row["alive"] and row["served"] == 1
+    again = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4")
+    assert f"running in the abductune daemon, pid {row['pid']}" in again.stderr
+    daemon.stop()
+    auto = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4", env={"ABDUCTUNE_DAEMON": "auto"})
+    assert auto.returncode == 0 and "starting the abductune daemon" in auto.stderr
+    assert daemon.status()[0]["alive"]

@@ -43,12 +43,11 @@ class _Group(click.Group):
         if not standalone_mode:  # a caller driving click itself gets click's behaviour
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         if args is None:  # the real command line: a warm daemon may run it (`abductune daemon`)
-            from .daemon import forward, forwardable
+            from .daemon import forward_or_start
 
-            if forwardable(sys.argv[1:]):
-                code = forward(sys.argv[1:])
-                if code is not None:
-                    sys.exit(code)
+            code = forward_or_start(sys.argv[1:])
+            if code is not None:
+                sys.exit(code)
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
         except click.UsageError as e:
@@ -336,9 +335,11 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
 @click.option("--no-daemon", is_flag=True, help="Run here even when an `abductune daemon` serves this "
               "environment (ABDUCTUNE_DAEMON=0 does the same).")
+@click.option("--daemon", "use_daemon", is_flag=True, help="Run in the daemon, starting one first if none serves "
+              "this environment, so later commands start warm (ABDUCTUNE_DAEMON=auto does this for every tune).")
 def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, full_budget: bool,
              seconds: float | None, no_heuristics: bool, database: str | None, mode: str, seed: int,
-             store_path: str | None, json_out: str | None, no_daemon: bool) -> None:
+             store_path: str | None, json_out: str | None, no_daemon: bool, use_daemon: bool) -> None:
     """Tune built-in kernels: live on a GPU, else by replaying bundled H100 measurements."""
     from . import kernels
     from .search import STRATEGIES, Budget

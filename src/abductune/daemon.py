@@ -178,10 +178,16 @@ def _option_value(argv: list[str], name: str) -> str | None:
     return None
 
 
+def _setting() -> str:
+    """ABDUCTUNE_DAEMON: 'off' (never forward), 'auto' (start one when none runs), else 'on'."""
+    v = os.environ.get("ABDUCTUNE_DAEMON", "").strip().lower()
+    return "off" if v in ("0", "no", "off", "false") else "auto" if v == "auto" else "on"
+
+
 def forwardable(argv: list[str]) -> bool:
     """Whether this command line may run in a daemon: `tune` (live or auto), no user kernel,
     no --no-daemon, ABDUCTUNE_DAEMON not 0."""
-    if os.environ.get("ABDUCTUNE_DAEMON", "1").strip().lower() in ("0", "no", "off", "false"):
+    if _setting() == "off":
         return False
     args = [a for a in argv if a not in ("-v", "--verbose")]
     if not args or args[0] != "tune" or "--no-daemon" in args:
@@ -192,6 +198,25 @@ def forwardable(argv: list[str]) -> bool:
         return False
     kernel = _option_value(args, "--kernel") or ""
     return ":" not in kernel
+
+
+def forward_or_start(argv: list[str]) -> int | None:
+    """The command line's entry: forward a forwardable command to the daemon serving this
+    environment; with `tune --daemon` (or ABDUCTUNE_DAEMON=auto) start one first when none
+    does. None: run the command here."""
+    if not forwardable(argv):
+        return None
+    code = forward(argv)
+    if code is not None or not ("--daemon" in argv or _setting() == "auto"):
+        return code
+    print("(starting the abductune daemon for this environment; `abductune daemon stop` ends it)",
+          file=sys.stderr, flush=True)
+    try:
+        start()
+    except AbductuneError as e:
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr, flush=True)
+        return 2
+    return forward(argv)
 
 
 def read_info(fp: str) -> dict[str, Any] | None:
