@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from abductune import daemon
+from abductune.daemon import base, server
 
 EXE = [sys.executable, "-m", "abductune.cli"]
 SHAPE = "rows=4096,cols=32000"
@@ -85,12 +86,12 @@ def test_run_request_relays_output_restores_state_and_cancels(tmp_path, monkeypa
 
     a, b = socket.socketpair()
     req = {"argv": ["x"], "cwd": str(tmp_path), "env": {"ABDUCTUNE_STORE": "client.sqlite"}}
-    assert daemon.run_request(a, req, run=ok) == 3
+    assert server.run_request(a, req, run=ok) == 3
     frames = []
     b.settimeout(5)
-    while (f := daemon._recv(b)) is not None:
+    while (f := base.recv_frame(b)) is not None:
         frames.append(f)
-        if f[0] == daemon._EXIT:
+        if f[0] == base.EXIT:
             break
     assert frames[-1] == (b"x", b"3")
     assert b"".join(body for kind, body in frames if kind == b"o") == b"hello x\n"
@@ -101,19 +102,19 @@ def test_run_request_relays_output_restores_state_and_cancels(tmp_path, monkeypa
     b.close()
 
     reset = []
-    monkeypatch.setattr(daemon, "_reset_workers", lambda: reset.append(1))
+    monkeypatch.setattr(server, "_reset_workers", lambda: reset.append(1))
 
     def slow(argv, req):
         time.sleep(30)
         return 0
 
     a, b = socket.socketpair()
-    threading.Timer(0.3, lambda: daemon._send(b, daemon._CANCEL, b"")).start()
+    threading.Timer(0.3, lambda: base.send_frame(b, base.CANCEL, b"")).start()
     t0 = time.monotonic()
-    assert daemon.run_request(a, {"argv": ["x"]}, run=slow) == 130
+    assert server.run_request(a, {"argv": ["x"]}, run=slow) == 130
     assert time.monotonic() - t0 < 10 and reset == [1]  # workers restarted after a cancel
     b.settimeout(5)
-    assert daemon._recv(b) == (daemon._EXIT, b"130")
+    assert base.recv_frame(b) == (base.EXIT, b"130")
     a.close()
     b.close()
 
@@ -155,7 +156,7 @@ def test_cancel_stop_and_stale_socket(rt):
     assert nxt.returncode == 0 and f"pid {pid}" in nxt.stderr
     # stop: process gone, files gone, commands run locally again
     assert cli("daemon", "stop").stdout.strip() == f"stopped daemon pid {pid}"
-    assert not daemon._alive(pid) and not list(rt.glob("*.sock"))
+    assert not base.alive(pid) and not list(rt.glob("*.sock"))
     loc = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4")
     assert loc.returncode == 0 and "running in the abductune daemon" not in loc.stderr
     # a daemon killed without cleaning up leaves a socket nobody answers: removed, run locally
@@ -163,7 +164,7 @@ def test_cancel_stop_and_stale_socket(rt):
     pid = daemon.status()[0]["pid"]
     os.kill(pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
-    while daemon._alive(pid) and time.monotonic() < deadline:
+    while base.alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert list(rt.glob("*.sock"))
     loc = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4")
@@ -176,9 +177,9 @@ def test_idle_daemon_exits_and_cleans_up(rt):
     assert r.returncode == 0, r.stderr
     pid = daemon.status()[0]["pid"]
     deadline = time.monotonic() + 20
-    while daemon._alive(pid) and time.monotonic() < deadline:
+    while base.alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not daemon._alive(pid)
+    assert not base.alive(pid)
     assert not list(rt.glob("*.sock")) and not list(rt.glob("*.json"))
     assert cli("daemon", "status").stdout.strip() == "no daemon"
 
@@ -196,16 +197,16 @@ def test_a_cancel_inside_an_import_is_noticed(tmp_path, monkeypatch):
     module would break every later command); a cancel elsewhere is harmless."""
     (tmp_path / "abductune_interrupted_mod.py").write_text("import signal\nsignal.raise_signal(signal.SIGINT)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    old = signal.signal(signal.SIGINT, daemon._on_sigint)
+    old = signal.signal(signal.SIGINT, server._on_sigint)
     try:
-        daemon._INTERRUPTED_IMPORT.clear()
+        server._INTERRUPTED_IMPORT.clear()
         with pytest.raises(KeyboardInterrupt):
             import abductune_interrupted_mod  # noqa: F401
-        assert daemon._INTERRUPTED_IMPORT
-        daemon._INTERRUPTED_IMPORT.clear()
+        assert server._INTERRUPTED_IMPORT
+        server._INTERRUPTED_IMPORT.clear()
         with pytest.raises(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)
-        assert not daemon._INTERRUPTED_IMPORT
+        assert not server._INTERRUPTED_IMPORT
     finally:
         signal.signal(signal.SIGINT, old)
         sys.modules.pop("abductune_interrupted_mod", None)
