@@ -62,7 +62,7 @@ def main() -> None:
     args = ap.parse_args()
     make = pairs_ktile_stages if args.study == "ktile-stages" else pairs_pad_tile
     total = [0, 0, 0]
-    print(f"| shape | pairs | move wins >1% | move loses >1% | geomean old/new |\n|---|---|---|---|---|")
+    print("| shape | pairs | move wins >1% | move loses >1% | geomean old/new |\n|---|---|---|---|---|")
     for path in bundled_datasets(kernel="matmul_fp16"):
         ds = read_dataset(path)
         index = {_key(m.config): m for m in ds.ok_records()}
@@ -71,7 +71,7 @@ def main() -> None:
             continue
         win, lose = sum(r > 1.01 for r in ratios), sum(r < 0.99 for r in ratios)
         total = [total[0] + len(ratios), total[1] + win, total[2] + lose]
-        print(f"| {ds.problem.shape_id if hasattr(ds.problem, 'shape_id') else path.name} | {len(ratios)} | {win} "
+        print(f"| {path.name.split('.')[0]} | {len(ratios)} | {win} "
               f"| {lose} | {statistics.geometric_mean(ratios):.3f} |")
     print(f"| all | {total[0]} | {total[1]} | {total[2]} | |")
 

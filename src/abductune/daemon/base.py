@@ -40,6 +40,7 @@ class Terminate(BaseException):
 
 # --- where, and for which environment ---------------------------------------------------
 
+
 def runtime_dir(create: bool = False) -> Path:
     """Private folder for sockets and state: $ABDUCTUNE_RUNTIME_DIR, else $XDG_RUNTIME_DIR/
     abductune, else <tmp>/abductune-<uid>. Created 0700; refused when another user owns it or
@@ -92,6 +93,7 @@ def state_paths(fp: str, create: bool = False) -> tuple[Path, Path, Path]:
 
 
 # --- framing ------------------------------------------------------------------------------
+
 
 def send_frame(sock: socket.socket, kind: bytes, payload: bytes) -> None:
     sock.sendall(kind + struct.pack(">I", len(payload)) + payload)

@@ -19,6 +19,7 @@ from .base import (CANCEL, DEFAULT_IDLE_S, EXIT, OUT, PER_REQUEST, REQUEST, WAIT
                    connect, fingerprint, fingerprint_items, read_info, recv_frame, runtime_dir, send_frame,
                    state_paths)
 
+
 def _option_value(argv: list[str], name: str) -> str | None:
     for i, a in enumerate(argv):
         if a == name and i + 1 < len(argv):
