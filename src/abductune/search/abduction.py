@@ -35,6 +35,10 @@ The loop, one small batch at a time:
    make the current basin its whole "good" set (told everything, it stayed in one basin of a
    public convolution space). The strategy never ends before its budget unless the whole
    space is measured (a TPE proposal it has seen is replaced by a random unmeasured config).
+   If another `patience` tests bring no win either, the search restarts from the best measured
+   config outside the basins searched so far, as generic mode does at once (below): on the
+   bundled skinny matmul shapes a basin one or two parameters from the optimum held whole
+   64-evaluation runs.
 
 Generic mode (no theory applies) differs in four ways, all for global search over a space the
 engine knows nothing about:
@@ -397,8 +401,11 @@ class _Engine:
             return True
 
         n_tpe = 0
-        if self.generic and self.inc is not None and self.stale >= self.patience:
-            self._restart()  # if no config lies outside the searched basins, TPE takes over below
+        # stalled: restart from another basin (generic mode at once; with theories only after
+        # the sweep of the nearest moves beside TPE has had `patience` more tests). If no
+        # config lies outside the searched basins, TPE takes over below.
+        if self.inc is not None and self.stale >= self.patience * (1 if self.generic else 2):
+            self._restart()
         if self.inc is not None:
             while self.queue and len(tests) < b:
                 take(self.queue.pop(0))
@@ -503,10 +510,12 @@ class _Engine:
         return True
 
     def _restart(self) -> bool:
-        """Generic mode, stalled: no local move found a win beyond noise for `patience` tests,
-        so the incumbent is a local optimum as far as local moves can tell. Carry on from the
-        best measured config outside every basin exhausted so far (more than one local move,
-        LOCAL_REACH parameters, away from each), so one trap cannot hold the rest of the budget."""
+        """Stalled: no local move found a win beyond noise for `patience` tests (generic mode;
+        twice that with theories, whose stalled batches first sweep the nearest moves), so the
+        incumbent is a local optimum as far as local moves can tell. Carry on from the best
+        measured config outside every basin exhausted so far (more than one local move,
+        LOCAL_REACH parameters, away from each), so one trap cannot hold the rest of the budget.
+        The winner is still the best config measured anywhere."""
         k = self.space.key(self.inc)
         if k not in {self.space.key(e) for e in self.exhausted}:
             self.exhausted.append(dict(self.inc))
