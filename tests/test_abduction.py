@@ -150,6 +150,31 @@ def test_a_stalled_search_still_sweeps_the_nearest_moves():
     assert ev.true_time(best.config) <= 1.005 * ds.optimum().time_ms
 
 
+def test_with_theories_a_search_stalled_twice_over_restarts_in_another_basin():
+    """Two skinny matmul shapes from their leave-one-out seeds, where the theories and the
+    stalled sweep beside TPE sit in one basin: only after that sweep (a second round of
+    `patience`) does the search restart, from a config more than one local move away, and in
+    most runs the restart ends faster than the basin it left."""
+    from abductune.search.abduction import LOCAL_REACH
+
+    runs = better = 0
+    for shape in ("M16_N11008_K4096", "M16_N4096_K14336"):
+        ds = bundled(shape)
+        for seed in range(1, 7):
+            ev, res, rows = session_run(ds, 64, seeds=loo_seeds(ds), seed=seed)
+            restarts = [e for e in res.events if e["event"] == "move" and "restart" in e.get("reason", "")]
+            assert restarts, f"{shape} seed {seed}: the basin should stall the search"
+            first = res.events.index(restarts[0])
+            assert any(e["event"] == "fallback" and "sweeping" in e.get("reason", "")
+                       for e in res.events[:first]), "the stalled sweep comes before a restart"
+            left, to = restarts[0]["from_config"], restarts[0]["to_config"]
+            assert sum(left[n] != to[n] for n in ds.space().names) > LOCAL_REACH
+            best = min((m for m in rows if m.ok), key=lambda m: m.time_ms)
+            runs += 1
+            better += ev.true_time(best.config) < ev.true_time(left)
+    assert better * 2 > runs, f"restarts beat the basin they left in {better} of {runs} runs"
+
+
 def test_generic_mode_probes_the_noise_once_when_nothing_says_how_noisy_times_are():
     """Noisy single-sample times (replay noise): the best start is re-measured once, right
     after the start; with recorded spread (the public data's repetitions) it is not."""
