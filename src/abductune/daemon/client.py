@@ -38,8 +38,8 @@ def _setting() -> str:
 def forwardable(argv: list[str]) -> bool:
     """Whether this command line may run in a daemon: `tune` (live or auto), no user kernel,
     no --no-daemon, ABDUCTUNE_DAEMON not 0."""
-    if _setting() == "off":
-        return False
+    if _setting() == "off" or not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):
+        return False  # off, or a platform without Unix sockets (Windows): always local
     args = [a for a in argv if a not in ("-v", "--verbose")]
     if not args or args[0] != "tune" or "--no-daemon" in args:
         return False
