@@ -119,40 +119,44 @@ def main() -> None:
     print(f"daemon start: {wall:.1f} s: {r.stdout.strip()} {r.stderr.strip()[-300:]}", flush=True)
     st = subprocess.run([py, "-m", "abductune.cli", "daemon", "status"], capture_output=True, text=True, env=env)
     daemon_pid = int(st.stdout.split()[1].rstrip(":")) if st.stdout.startswith("pid") else None
-    items = args.shapes.split(";") * args.rounds
-    for i, item in enumerate(items):
-        kernel, dims_text = item.split(":")
-        dims = {k: int(v) for k, v in (kv.split("=") for kv in dims_text.split(","))}
-        row: dict = {"kernel": kernel, "dims": dims, "round": i // len(args.shapes.split(";"))}
-        order = tools[i % len(tools):] + tools[:i % len(tools)]
-        for tool in order:
-            if tool in ("daemon", "local"):
-                empty(cache)
-                d = tempfile.mkdtemp(prefix="run-", dir=base)
-                e = dict(env, ABDUCTUNE_STORE=os.path.join(d, "s.sqlite"))
-                js = os.path.join(d, "t.json")
-                cmd = [py, "-m", "abductune.cli", "tune", "--mode", mode, "--kernel", kernel, "--shapes", dims_text,
-                       "--budget", str(args.budget), "--json", js] + (["--no-daemon"] if tool == "local" else [])
-                wall, r = timed(cmd, e)
-                row[tool] = tune_record(wall, r, js)
-            else:
-                e = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tempfile.mkdtemp(prefix="tr-", dir=base), "c"))
-                wall, r = timed([py, "benchmarks/gpu/live_bench.py", "--out", os.devnull, "--autotune-child",
-                                 kernel, json.dumps(dims)], e)
-                rec = {"process_s": wall, "rc": r.returncode}
-                line = [x for x in r.stdout.splitlines() if x.startswith("{")]
-                if r.returncode == 0 and line:
-                    rec["first_call_s"] = json.loads(line[-1])["wall_s"]
+    try:
+        items = args.shapes.split(";") * args.rounds
+        for i, item in enumerate(items):
+            kernel, dims_text = item.split(":")
+            dims = {k: int(v) for k, v in (kv.split("=") for kv in dims_text.split(","))}
+            row: dict = {"kernel": kernel, "dims": dims, "round": i // len(args.shapes.split(";"))}
+            order = tools[i % len(tools):] + tools[:i % len(tools)]
+            for tool in order:
+                if tool in ("daemon", "local"):
+                    empty(cache)
+                    d = tempfile.mkdtemp(prefix="run-", dir=base)
+                    e = dict(env, ABDUCTUNE_STORE=os.path.join(d, "s.sqlite"))
+                    js = os.path.join(d, "t.json")
+                    cmd = [py, "-m", "abductune.cli", "tune", "--mode", mode, "--kernel", kernel, "--shapes", dims_text,
+                           "--budget", str(args.budget), "--json", js] + (["--no-daemon"] if tool == "local" else [])
+                    wall, r = timed(cmd, e)
+                    row[tool] = tune_record(wall, r, js)
                 else:
-                    rec["stderr"] = r.stderr[-1500:]
-                row[tool] = rec
-        data["rows"].append(row)
-        out.write_text(json.dumps(data, indent=1, default=str))
-        dm, lo, tr = row["daemon"], row["local"], row.get("triton", {"process_s": float("nan")})
-        print(f"{kernel} {dims_text}: daemon {dm['process_s']:.1f}s ({dm.get('evaluations')} ev, via daemon "
-              f"{dm['via_daemon']}) | local {lo['process_s']:.1f}s ({lo.get('evaluations')} ev)"
-              + (f" | triton script {tr['process_s']:.1f}s (first call {tr.get('first_call_s', float('nan')):.1f}s)"
-                 if "triton" in row else ""), flush=True)
+                    e = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tempfile.mkdtemp(prefix="tr-", dir=base), "c"))
+                    wall, r = timed([py, "benchmarks/gpu/live_bench.py", "--out", os.devnull, "--autotune-child",
+                                     kernel, json.dumps(dims)], e)
+                    rec = {"process_s": wall, "rc": r.returncode}
+                    line = [x for x in r.stdout.splitlines() if x.startswith("{")]
+                    if r.returncode == 0 and line:
+                        rec["first_call_s"] = json.loads(line[-1])["wall_s"]
+                    else:
+                        rec["stderr"] = r.stderr[-1500:]
+                    row[tool] = rec
+            data["rows"].append(row)
+            out.write_text(json.dumps(data, indent=1, default=str))
+            dm, lo, tr = row["daemon"], row["local"], row.get("triton", {"process_s": float("nan")})
+            print(f"{kernel} {dims_text}: daemon {dm['process_s']:.1f}s ({dm.get('evaluations')} ev, via daemon "
+                  f"{dm['via_daemon']}) | local {lo['process_s']:.1f}s ({lo.get('evaluations')} ev)"
+                  + (f" | triton script {tr['process_s']:.1f}s (first call {tr.get('first_call_s', float('nan')):.1f}s)"
+                     if "triton" in row else ""), flush=True)
+    except BaseException:  # never leave a daemon holding the GPU behind
+        subprocess.run([py, "-m", "abductune.cli", "daemon", "stop"], env=env, capture_output=True)
+        raise
     mem = {} if args.no_gpu else gpu_memory_by_pid()
     held = {p: m for p, m in mem.items() if daemon_pid and p in descendants(daemon_pid)}
     data["idle_daemon_gpu_mib"] = held
