@@ -31,21 +31,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from fresh_process_bench import autotune_script, timed  # the same two runs, timed the same way
 DEFAULT_SHAPES = ("softmax_fp16:rows=4096,cols=32000;softmax_fp16:rows=16384,cols=1024;"
                   "rmsnorm_fp16:rows=1,cols=4096;rmsnorm_fp16:rows=4096,cols=14336;"
                   "gelu_mul_fp16:numel=917504;gelu_mul_fp16:numel=117440512;"
                   "matmul_fp16:M=4096,N=4096,K=4096;matmul_fp16:M=16,N=4096,K=14336;"
                   "matmul_fp16:M=512,N=4096,K=4096;matmul_fp16:M=8192,N=128,K=4096")
-
-
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess]:
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
-    return time.perf_counter() - t0, r
 
 
 def empty(folder: str) -> None:
@@ -138,15 +131,7 @@ def main() -> None:
                     row[tool] = tune_record(wall, r, js)
                 else:
                     e = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tempfile.mkdtemp(prefix="tr-", dir=base), "c"))
-                    wall, r = timed([py, "benchmarks/gpu/live_bench.py", "--out", os.devnull, "--autotune-child",
-                                     kernel, json.dumps(dims)], e)
-                    rec = {"process_s": wall, "rc": r.returncode}
-                    line = [x for x in r.stdout.splitlines() if x.startswith("{")]
-                    if r.returncode == 0 and line:
-                        rec["first_call_s"] = json.loads(line[-1])["wall_s"]
-                    else:
-                        rec["stderr"] = r.stderr[-1500:]
-                    row[tool] = rec
+                    row[tool] = autotune_script(kernel, dims, e)
             data["rows"].append(row)
             out.write_text(json.dumps(data, indent=1, default=str))
             dm, lo, tr = row["daemon"], row["local"], row.get("triton", {"process_s": float("nan")})

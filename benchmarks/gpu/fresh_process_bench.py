@@ -34,6 +34,20 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, subprocess.Comple
     return time.perf_counter() - t0, r
 
 
+def autotune_script(kernel: str, dims: dict[str, int], env: dict[str, str]) -> dict:
+    """One fresh process of the `triton.autotune` script (`live_bench.py --autotune-child`):
+    its process wall and the wall of its first call (the tune), or its stderr."""
+    wall, r = timed([sys.executable, "benchmarks/gpu/live_bench.py", "--out", os.devnull, "--autotune-child",
+                     kernel, json.dumps(dims)], env)
+    rec: dict = {"process_s": wall, "rc": r.returncode}
+    line = [x for x in r.stdout.splitlines() if x.startswith("{")]
+    if r.returncode == 0 and line:
+        rec["first_call_s"] = json.loads(line[-1])["wall_s"]
+    else:
+        rec["stderr"] = r.stderr[-1500:]
+    return rec
+
+
 def fresh_env() -> dict[str, str]:
     d = tempfile.mkdtemp(prefix="fresh-")
     return dict(os.environ, TRITON_CACHE_DIR=os.path.join(d, "triton"), ABDUCTUNE_STORE=os.path.join(d, "s.sqlite"))
@@ -82,14 +96,7 @@ def main() -> None:
                     else:
                         rec["stderr"] = r.stderr[-1500:]
                 else:
-                    wall, r = timed([py, "benchmarks/gpu/live_bench.py", "--out", os.devnull, "--autotune-child",
-                                     kernel, json.dumps(dims)], env)
-                    rec = {"process_s": wall, "rc": r.returncode}
-                    line = [x for x in r.stdout.splitlines() if x.startswith("{")]
-                    if r.returncode == 0 and line:
-                        rec["first_call_s"] = json.loads(line[-1])["wall_s"]
-                    else:
-                        rec["stderr"] = r.stderr[-1500:]
+                    rec = autotune_script(kernel, dims, env)
                 row[tool] = rec
             data["rows"].append(row)
             out.write_text(json.dumps(data, indent=1, default=str))
