@@ -82,8 +82,9 @@ def fingerprint_items(env: dict[str, str] | None = None) -> dict[str, str]:
     return items
 
 
-def fingerprint(env: dict[str, str] | None = None) -> str:
-    blob = json.dumps(fingerprint_items(env), sort_keys=True).encode()
+def fingerprint(env: dict[str, str] | None = None, items: dict[str, str] | None = None) -> str:
+    """Short digest of `fingerprint_items` (given, or read from `env`)."""
+    blob = json.dumps(fingerprint_items(env) if items is None else items, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 

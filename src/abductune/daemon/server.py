@@ -68,7 +68,10 @@ def _reset_workers() -> None:
 
 class _Server:
     def __init__(self, idle_s: float, warm: bool = True):
-        self.fp = fingerprint()
+        # what it started with, kept: `status` compares it with a caller's environment, and an
+        # edited checkout must show as a difference rather than be re-read here
+        self.items = fingerprint_items()
+        self.fp = fingerprint(items=self.items)
         self.sock_path, self.info_path, self.log_path = state_paths(self.fp, create=True)
         self.idle_s = idle_s
         self.warm = warm
@@ -80,7 +83,7 @@ class _Server:
     def _write_info(self, state: str, argv: list[str] | None = None, request: str | None = None) -> None:
         from ..files import atomic_write_text
 
-        info = {"pid": os.getpid(), "fingerprint": self.fp, "items": fingerprint_items(), "state": state,
+        info = {"pid": os.getpid(), "fingerprint": self.fp, "items": self.items, "state": state,
                 "argv": argv, "request": request,
                 "started": self.started, "idle_s": self.idle_s, "served": self.served,
                 "last_used": time.time(), "log": str(self.log_path), **self.facts}
