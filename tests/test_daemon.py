@@ -142,6 +142,32 @@ def test_forwarded_tune_matches_a_local_run(rt, tmp_path):
     assert daemon.status()[0]["served"] == 2
 
 
+def test_the_console_entry_forwards_before_importing_the_command_line(rt, tmp_path):
+    """`python -m abductune` (the console script's entry) sends a served `tune` to the daemon
+    without importing click, rich or numpy, through a symlink to the interpreter too (a
+    console script's `python3.11` and a user's `python3` are one environment); a command
+    the daemon does not take runs locally as usual."""
+    assert cli("daemon", "start").returncode == 0
+    pid = daemon.status()[0]["pid"]
+    link = tmp_path / "python-link"
+    link.symlink_to(sys.executable)
+    r = subprocess.run([str(link), "-X", "importtime", "-m", "abductune", "tune", "--kernel", "gelu_mul_fp16",
+                        "--budget", "4"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert f"running in the abductune daemon, pid {pid}" in r.stderr
+    imported = {ln.split("|")[-1].strip() for ln in r.stderr.splitlines() if ln.startswith("import time:")}
+    assert "abductune.daemon.client" in imported
+    assert not imported & {"click", "rich", "numpy", "abductune.cli"}, imported & {"click", "rich", "numpy"}
+    assert winner_lines(r.stdout)
+    local = subprocess.run([sys.executable, "-m", "abductune", "tune", "--kernel", "gelu_mul_fp16", "--budget", "4",
+                            "--no-daemon"], capture_output=True, text=True, timeout=120)
+    assert local.returncode == 0 and "running in the abductune daemon" not in local.stderr
+    assert winner_lines(local.stdout) == winner_lines(r.stdout)
+    usage = subprocess.run([sys.executable, "-m", "abductune", "tune", "--no-daemon", "--budget", "x"],
+                           capture_output=True, text=True, timeout=60)  # click's errors, named `abductune`
+    assert usage.returncode == 2 and usage.stderr.startswith("error:") and "abductune tune --help" in usage.stderr
+
+
 def test_cancel_stop_and_stale_socket(rt):
     assert cli("daemon", "start").returncode == 0
     pid = daemon.status()[0]["pid"]

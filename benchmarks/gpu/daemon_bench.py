@@ -125,7 +125,7 @@ def main() -> None:
                     d = tempfile.mkdtemp(prefix="run-", dir=base)
                     e = dict(env, ABDUCTUNE_STORE=os.path.join(d, "s.sqlite"))
                     js = os.path.join(d, "t.json")
-                    cmd = [py, "-m", "abductune.cli", "tune", "--mode", mode, "--kernel", kernel, "--shapes", dims_text,
+                    cmd = [py, "-m", "abductune", "tune", "--mode", mode, "--kernel", kernel, "--shapes", dims_text,
                            "--budget", str(args.budget), "--json", js] + (["--no-daemon"] if tool == "local" else [])
                     wall, r = timed(cmd, e)
                     row[tool] = tune_record(wall, r, js)

@@ -11,19 +11,22 @@ What a library user needs, in one import:
 See docs/LIBRARY.md. torch and triton are imported only by the live evaluator, the kernels
 and the decorator, never here.
 """
-from .datasets.format import Dataset, read_dataset
-from .datasets.public import load_any as load_dataset
 from .errors import AbductuneError, DatasetError, SpaceError, StoreError
-from .hardware import HardwareInfo
-from .measure.base import Evaluator
-from .measure.replay import NoiseModel, ReplayEvaluator
-from .measurement import Measurement, Status
-from .problem import Problem
-from .search import STRATEGIES, Budget, Strategy, make_strategy
-from .search.base import Seed
-from .session import Session, SessionResult
-from .space import Bool, Choice, IntRange, Param, Pow2, Space
-from .store import Context, Store
+
+# Exported names load on first use (PEP 562): `abductune tune` sent to a daemon imports this
+# package to reach its small client, and the eager imports (numpy, spaces, strategies) were
+# most of that command's 0.4 s.
+_LAZY = {
+    "Dataset": ".datasets.format", "read_dataset": ".datasets.format",
+    "load_dataset": (".datasets.public", "load_any"),
+    "HardwareInfo": ".hardware", "Evaluator": ".measure.base",
+    "NoiseModel": ".measure.replay", "ReplayEvaluator": ".measure.replay",
+    "Measurement": ".measurement", "Status": ".measurement", "Problem": ".problem",
+    "STRATEGIES": ".search", "Budget": ".search", "Strategy": ".search", "make_strategy": ".search",
+    "Seed": ".search.base", "Session": ".session", "SessionResult": ".session",
+    "Bool": ".space", "Choice": ".space", "IntRange": ".space", "Param": ".space", "Pow2": ".space",
+    "Space": ".space", "Context": ".store", "Store": ".store",
+}
 
 __version__ = "0.2.0"
 
@@ -38,12 +41,22 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):  # the decorator imports triton: load it only when asked for
-    if name in ("autotune", "patch_triton"):
-        import importlib
+def __getattr__(name: str):
+    import importlib
 
+    if name in ("autotune", "patch_triton"):  # the decorator imports triton: only when asked for
         module = importlib.import_module(".autotune", __name__)
         # the submodule `abductune.autotune` would shadow the decorator of the same name
         globals().update(autotune=module.autotune, patch_triton=module.patch_triton)
         return globals()[name]
-    raise AttributeError(f"module 'abductune' has no attribute {name!r}")
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module 'abductune' has no attribute {name!r}")
+    module_name, attr = (where, name) if isinstance(where, str) else where
+    value = getattr(importlib.import_module(module_name, __name__), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | {"autotune", "patch_triton"})

@@ -39,10 +39,20 @@ def run(args, env, **kw):
 
 
 def daemon_gpu_mib(pid: int) -> int:
+    """GPU memory held by the daemon and every process under it (the benchmark worker is a
+    grandchild: the daemon's fork server starts it)."""
     out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
                          capture_output=True, text=True).stdout
-    kids = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout.split()
-    pids = {pid, *map(int, kids)}
+    kids: dict[int, list[int]] = {}
+    for line in subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout.splitlines():
+        a, b = map(int, line.split())
+        kids.setdefault(b, []).append(a)
+    pids, todo = {pid}, [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            if c not in pids:
+                pids.add(c)
+                todo.append(c)
     return sum(int(m) for p, m in (line.split(", ") for line in out.splitlines() if line) if int(p) in pids)
 
 

@@ -72,7 +72,10 @@ def fingerprint_items(env: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if env is None else env)
     from .. import __version__
 
-    items = {"python": sys.executable, "version": __version__, "package": str(Path(__file__).parent),
+    # the interpreter's real file (`python3` and the console script's `python3.11` are one
+    # interpreter) and its prefix (two virtual environments of one interpreter are not one)
+    items = {"python": os.path.realpath(sys.executable), "prefix": sys.prefix, "version": __version__,
+             "package": str(Path(__file__).parent),
              "source": _source_stamp()}
     for k in sorted(env):
         if k in PER_REQUEST or k in _CLIENT_ONLY:
