@@ -319,3 +319,20 @@ def test_tune_daemon_starts_one_when_none_runs(rt):
     auto = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4", env={"ABDUCTUNE_DAEMON": "auto"})
     assert auto.returncode == 0 and "starting the abductune daemon" in auto.stderr
     assert daemon.status()[0]["alive"]
+
+
+def test_a_long_log_is_trimmed_when_a_daemon_starts(tmp_path):
+    from abductune.daemon import client
+
+    log = tmp_path / "d-x.log"
+    lines = [f"line {i:07d} served tune\n".encode() for i in range(60000)]  # about 1.5 MB
+    log.write_bytes(b"".join(lines))
+    client._trim_log(log)
+    text = log.read_bytes()
+    assert len(text) <= client.LOG_KEEP_BYTES + 64
+    assert text.startswith(b"(earlier lines trimmed)\n") and text.endswith(lines[-1])
+    assert text.splitlines()[1] in {ln.rstrip(b"\n") for ln in lines}  # cut at a line start
+    small = tmp_path / "small.log"
+    small.write_bytes(b"".join(lines[:10]))
+    client._trim_log(small)
+    assert small.read_bytes() == b"".join(lines[:10])

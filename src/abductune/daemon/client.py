@@ -180,6 +180,7 @@ def start(idle_s: float = DEFAULT_IDLE_S, wait_s: float = 300.0,
     _, info_path, log_path = state_paths(fp, create=True)
     with contextlib.suppress(FileNotFoundError):
         info_path.unlink()
+    _trim_log(log_path)
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen([sys.executable, "-m", "abductune.daemon", "--idle", str(idle_s)],
                                 stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True,
@@ -198,6 +199,26 @@ def start(idle_s: float = DEFAULT_IDLE_S, wait_s: float = 300.0,
         if on_wait:
             on_wait(time.monotonic() - t0)
         time.sleep(0.1)
+
+
+LOG_KEEP_BYTES = 256 * 1024
+
+
+def _trim_log(path: Path, limit: int = 4 * LOG_KEEP_BYTES) -> None:
+    """A daemon's log gains a line per command and lives as long as the environment: past
+    `limit` bytes, a new daemon keeps only the last LOG_KEEP_BYTES (from a line start)."""
+    try:
+        if path.stat().st_size <= limit:
+            return
+        with open(path, "rb") as f:
+            f.seek(-LOG_KEEP_BYTES, os.SEEK_END)
+            tail = f.read()
+    except OSError:
+        return
+    cut = tail.find(b"\n")
+    tmp = path.with_name(path.name + ".trim")
+    tmp.write_bytes(b"(earlier lines trimmed)\n" + tail[cut + 1:])
+    os.replace(tmp, path)
 
 
 def _tail(path: Path, lines: int = 15) -> str:
