@@ -336,3 +336,38 @@ def test_a_long_log_is_trimmed_when_a_daemon_starts(tmp_path):
     small.write_bytes(b"".join(lines[:10]))
     client._trim_log(small)
     assert small.read_bytes() == b"".join(lines[:10])
+
+
+def test_the_daemon_tip_only_after_a_short_local_live_command(monkeypatch):
+    from abductune import cli
+
+    monkeypatch.delenv("ABDUCTUNE_DAEMON", raising=False)
+    assert "abductune daemon start" in cli.daemon_tip("live", 1)
+    assert cli.daemon_tip("replay", 1) is None  # nothing to start without a GPU
+    assert cli.daemon_tip("live", 27) is None  # the main job: the start is a small part of it
+    monkeypatch.setattr(server, "SERVING", True)
+    assert cli.daemon_tip("live", 1) is None  # already in a daemon
+    monkeypatch.setattr(server, "SERVING", False)
+    monkeypatch.setenv("ABDUCTUNE_DAEMON", "0")
+    assert cli.daemon_tip("live", 1) is None  # the user has chosen
+
+
+def test_a_served_command_runs_with_serving_set(rt):
+    """The command line sees SERVING while a client's command runs in the daemon's process."""
+    seen = []
+    from abductune import cli
+
+    def fake_main(args, prog_name, standalone_mode):
+        seen.append(server.SERVING)
+        return None
+
+    import logging
+
+    saved = cli.main.main, cli.console, cli.err_console, list(logging.getLogger().handlers)
+    try:
+        cli.main.main = fake_main
+        assert server._run_cli(["tune"], {}) == 0
+    finally:  # _run_cli points the consoles at the request's streams
+        cli.main.main, cli.console, cli.err_console = saved[:3]
+        logging.getLogger().handlers[:] = saved[3]
+    assert seen == [True] and server.SERVING is False

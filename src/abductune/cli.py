@@ -401,11 +401,30 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
     if store is not None:
         store.close()
     _print_outcomes(outcomes, mode)
+    tip = None if no_daemon else daemon_tip(mode, len(jobs))
+    if tip:
+        err_console.print(tip, style="dim", markup=False, soft_wrap=True)
     if json_out:
         from .files import atomic_write_text
 
         atomic_write_text(json_out, json.dumps([o.to_dict() for o in outcomes], indent=1, default=str))
         console.print(f"wrote {json_out}")
+
+
+def daemon_tip(mode: str, shapes: int) -> str | None:
+    """A hint after a short live command that started its own workers: most of its time was
+    their start, which a daemon pays once. Not inside a daemon, not when ABDUCTUNE_DAEMON is
+    set either way (the user has chosen), not for long commands (the start is a small part)."""
+    import socket
+
+    server = sys.modules.get("abductune.daemon.server")
+    if mode != "live" or shapes > 3 or getattr(server, "SERVING", False) or not hasattr(socket, "AF_UNIX"):
+        return None
+    if os.environ.get("ABDUCTUNE_DAEMON", "").strip():
+        return None
+    return ("tip: a fresh `abductune tune` spends 4-7 s starting torch and CUDA in its workers; "
+            "`abductune daemon start` keeps them warm, so later commands skip that (it holds about 1 GB "
+            "of GPU memory until 15 idle minutes; ABDUCTUNE_DAEMON=0 silences this tip)")
 
 
 def _nvidia_gpu_present() -> bool:

@@ -264,11 +264,18 @@ def _run_cli(argv: list[str], req: dict[str, Any]) -> int:
     cli.console = Console(stderr=False, width=cols if req.get("tty_out") and cols else 180,
                           force_terminal=bool(req.get("tty_out")))
     cli.err_console = Console(stderr=True, width=cols or 120, force_terminal=bool(req.get("tty_err")))
+    global SERVING
+    SERVING = True
     try:
         cli.main.main(args=argv, prog_name="abductune", standalone_mode=True)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        SERVING = False
     return 0
+
+
+SERVING = False  # True while a client's command runs in this process (the command line reads it)
 
 
 _INTERRUPTED_IMPORT: list[str] = []  # set when a cancel's SIGINT lands inside an import
