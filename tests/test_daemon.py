@@ -142,6 +142,22 @@ def test_forwarded_tune_matches_a_local_run(rt, tmp_path):
     assert daemon.status()[0]["served"] == 2
 
 
+def other_name_of_this_python(tmp_path):
+    """Another path that runs this very environment's interpreter: a sibling name in its bin
+    folder (python / python3 / python3.X), else, outside a virtual environment, a symlink.
+    (A symlink to a venv's python placed elsewhere runs the base interpreter, not the venv.)"""
+    here = Path(sys.executable)
+    for name in ("python", "python3", f"python3.{sys.version_info.minor}"):
+        other = here.parent / name
+        if other != here and other.exists() and os.path.realpath(other) == os.path.realpath(here):
+            return other
+    if sys.prefix != sys.base_prefix:
+        pytest.skip("this virtual environment has one name for its python")
+    link = tmp_path / "python-link"
+    link.symlink_to(sys.executable)
+    return link
+
+
 def test_the_console_entry_forwards_before_importing_the_command_line(rt, tmp_path):
     """`python -m abductune` (the console script's entry) sends a served `tune` to the daemon
     without importing click, rich or numpy, through a symlink to the interpreter too (a
@@ -149,8 +165,7 @@ def test_the_console_entry_forwards_before_importing_the_command_line(rt, tmp_pa
     the daemon does not take runs locally as usual."""
     assert cli("daemon", "start").returncode == 0
     pid = daemon.status()[0]["pid"]
-    link = tmp_path / "python-link"
-    link.symlink_to(sys.executable)
+    link = other_name_of_this_python(tmp_path)
     r = subprocess.run([str(link), "-X", "importtime", "-m", "abductune", "tune", "--kernel", "gelu_mul_fp16",
                         "--budget", "4"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
