@@ -8,6 +8,10 @@ Two suites:
 - public: the 13 Kernel Tuner benchmark-hub spaces, no seeds, budgets 20/50/100/200. Figure:
   the methodology score P (0 = random sampling, 1 = optimum; see abductune.evaluate), mean
   over the spaces.
+- transfer: the same spaces and figure, each seeded from the same kernel on the *other* GPUs
+  (leave-one-GPU-out): an observed database harvested (`harvest_datasets`, any-GPU level)
+  from the sibling files only, looked up the way `tune` seeds a run. What cross-hardware
+  knowledge buys on kernels with no roles.
 
 Each suite runs without and with replay noise (`NoiseModel.from_study()`, the spread measured
 on the H100). Every (dataset, strategy, repeat) has its own seed; coordinate descent and
@@ -42,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 BASELINES = ["random", "coordesc", "pattern", "beam", "genetic", "tpe"]
 STRATEGIES = ["abduction", *BASELINES]
-BUDGETS = {"bundled": [8, 16, 32, 64], "public": [20, 50, 100, 200]}
+BUDGETS = {"bundled": [8, 16, 32, 64], "public": [20, 50, 100, 200], "transfer": [20, 50, 100, 200]}
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -51,6 +55,7 @@ def datasets(suite: str, quick: bool) -> list[Path]:
 
     if suite == "bundled":
         return [p for p in expand_dataset_args(["bundled"])]
+    # public and transfer: the benchmark-hub spaces
     paths = [p for p in expand_dataset_args(["public"]) if "kernel_tuner_benchmark_hub" in str(p)]
     if quick:  # one space per public kernel
         seen: set[str] = set()
@@ -77,6 +82,24 @@ def loo_seeds(ds: Any) -> tuple[list[Any], str]:
         return seeds, f"seed_list has no exclude ({e}): seeds may know this shape"
 
 
+def transfer_seeds(path: str) -> tuple[list[Any], str]:
+    """Seeds for a public space from the same kernel on the other GPUs only (leave-one-GPU-out):
+    the replayed file itself never enters the database."""
+    from abductune.datasets.public import load_any
+    from abductune.heuristics.harvest import harvest_datasets
+    from abductune.tune import seed_list
+
+    here = Path(path)
+    siblings = sorted(p for p in here.parent.glob("*.json*") if p.name != here.name)
+    if not siblings:
+        return [], "no other GPU's data for this kernel"
+    db = harvest_datasets([load_any(p) for p in siblings], levels=("any",)).database
+    ds = load_any(path)
+    space = ds.space()
+    seeds, _ = seed_list(ds.problem, space, ds.meta.get("default_config") or space.default(), None, True, db)
+    return seeds, f"learned from {', '.join(p.name.split('.')[0] for p in siblings)}"
+
+
 def run_one(suite: str, path: str, noise: bool, strategies: list[str], repeats: int, seed: int) -> dict[str, Any]:
     from abductune.datasets.public import load_any
     from abductune.evaluate import compare_on_dataset
@@ -84,7 +107,8 @@ def run_one(suite: str, path: str, noise: bool, strategies: list[str], repeats: 
 
     t0 = time.time()
     ds = load_any(path)
-    seeds, note = loo_seeds(ds) if suite == "bundled" else ([], "")
+    seeds, note = (loo_seeds(ds) if suite == "bundled" else transfer_seeds(path) if suite == "transfer"
+                   else ([], ""))
     cells = compare_on_dataset(ds, strategies, BUDGETS[suite], repeats, seed,
                                seeds_fn=(lambda _d: seeds) if seeds else None,
                                noise=NoiseModel.from_study() if noise else None,
@@ -180,7 +204,7 @@ def main() -> None:
     if not work:
         sys.exit("no datasets found (public data: set $ABDUCTUNE_PUBLIC_DATA or place it at shared/datasets/public)")
     # the slowest first (public, larger spaces) so the pool stays busy
-    work.sort(key=lambda w: (w[0] != "public", "gemm" not in w[1]))
+    work.sort(key=lambda w: (w[0] == "bundled", "gemm" not in w[1]))
     t0 = time.time()
     results: list[dict[str, Any]] = []
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -190,7 +214,7 @@ def main() -> None:
             results.append(r)
             print(f"[{i}/{len(futs)}] {r['suite']} {Path(r['path']).parent.name}/{Path(r['path']).name} "
                   f"noise={'on' if r['noise'] else 'off'} seed={r['seed']} {r['seconds']:.0f}s"
-                  + (f" NOTE: {r['note']}" if r["note"] else ""), file=sys.stderr)
+                  + (f" NOTE: {r['note']}" if r["note"] and r["suite"] != "transfer" else ""), file=sys.stderr)
     summary = summarise(results)
     out = Path(args.out) if args.out else RESULTS / ("abduction_quick.json" if args.quick else "abduction.json")
     out.parent.mkdir(parents=True, exist_ok=True)
