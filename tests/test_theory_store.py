@@ -15,7 +15,7 @@ from abductune.heuristics.harvest import Observation
 from abductune.problem import Problem
 from abductune.space import Choice, Pow2, Space
 from abductune.theory.store import (Form, TheoryBook, bundled_observations, instantiate, learn, packaged_book,
-                                    predict, shape_id)
+                                    predict, shape_id, warpgroup_repair)
 
 H100 = lookup("H100-SXM")
 
@@ -103,6 +103,30 @@ def test_forms_instantiate_by_role():
     assert (1024 // cfg["BM"]) * (1024 // cfg["BN"]) >= 132  # shrunk until every SM has a program
     big = Problem("mm", "matmul", {"M": 8192, "N": 8192, "K": 8192}, {"a": "fp16"}, hardware=H100)
     assert instantiate(par, big, space)["BM"] == 256  # enough work: the tile stays big
+
+
+def test_predictions_keep_the_warpgroup_mma_on_hopper():
+    """A rule learned on big tiles shrinks a small square matmul to a 32-row tile with 2 warps;
+    on Hopper that leaves wgmma (64 rows, 4 warps) for mma.sync, so the prediction is raised to
+    a warpgroup tile. Where M has fewer rows, or the GPU has no warpgroup MMA, it stays."""
+    space = Space([Pow2("BM", 16, 256, role="tile:M"), Pow2("BN", 16, 256, role="tile:N"),
+                   Pow2("BK", 16, 128, role="tile:K"), Choice("nw", [2, 4, 8], role="warps")])
+    small = {"BM": 32, "BN": 128, "BK": 128, "nw": 2}
+    square = Problem("mm", "matmul", {"M": 768, "N": 768, "K": 768}, {"a": "fp16"}, hardware=H100)
+    fixed = warpgroup_repair(square, space, small)
+    assert fixed is not None and fixed["BM"] == 64 and fixed["nw"] == 4 and fixed["BN"] == 128
+    wide = warpgroup_repair(square, space, {"BM": 128, "BN": 128, "BK": 64, "nw": 2})
+    assert wide is not None and wide["BM"] == 128 and wide["nw"] == 4  # enough rows, too few warps
+    decode = Problem("mm", "matmul", {"M": 16, "N": 4096, "K": 4096}, {"a": "fp16"}, hardware=H100)
+    assert warpgroup_repair(decode, space, {"BM": 16, "BN": 64, "BK": 128, "nw": 2}) is None
+    ampere = Problem("mm", "matmul", {"M": 768, "N": 768, "K": 768}, {"a": "fp16"}, hardware=lookup("A100-SXM"))
+    assert warpgroup_repair(ampere, space, small) is None
+    assert lookup("A100-SXM").warpgroup_mma is None and H100.warpgroup_mma == (4, 64)
+    # the theory store's prediction for that square shape carries the repair: the rule alone
+    # gives a 16-row tile with 2 warps in this space
+    p = predict(square, space, book=packaged_book())
+    assert p is not None and instantiate(p.rule.forms, square, space)["BM"] < 64
+    assert p.config["BM"] >= 64 and p.config["nw"] % 4 == 0
 
 
 def test_warps_per_thread_follow_the_tile():

@@ -38,6 +38,16 @@ class HardwareInfo:
             return f"sm_{self.compute_capability[0]}{self.compute_capability[1]}"
         return self.family
 
+    @property
+    def warpgroup_mma(self) -> tuple[int, int] | None:
+        """(warps, M rows) a warpgroup tensor-core MMA needs, or None where there is none.
+        Hopper's wgmma runs on groups of 4 warps over 64-row tiles; Triton falls back to the
+        Ampere-style mma.sync otherwise (checked by compiling for sm_90: BLOCK_M 64 with 2
+        warps, or BLOCK_M 32 with 4, gives mma.sync; 64 rows with 4 warps gives wgmma)."""
+        if self.vendor == "nvidia" and self.compute_capability[0] == 9:
+            return (4, 64)
+        return None
+
     def peak(self, dtype: str) -> float:
         """Dense matrix peak for `dtype` (falls back to fp16, then the largest known)."""
         if dtype in self.peak_flops:

@@ -251,6 +251,44 @@ def instantiate(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
     return cfg
 
 
+def warpgroup_repair(problem: Problem, space: Space, config: Mapping[str, Any]) -> Config | None:
+    """A predicted matmul config moved onto the hardware's warpgroup MMA (Hopper's wgmma: 64
+    rows, 4 warps), where the M dim has the rows and the config falls short of either; None
+    when nothing applies or the space has no such config. Rules learned on big tiles scale
+    tiles and warps down on small shapes past what wgmma needs, and Triton then falls back to
+    mma.sync (a 768^3 matmul: 32x128 tile, 2 warps, 2.2x the best tile measured). Applied to
+    predictions, not while learning: the recorded shapes' rules stay as they were learned."""
+    from .diagnose import tiled_dims
+
+    hw = problem.hardware
+    wg = hw.warpgroup_mma if hw is not None else None
+    tiles = tiled_dims(problem, space)
+    params = _role_params(space)
+    if wg is None or not all(r in tiles for r in ("tile:M", "tile:N", "tile:K")) or "warps" not in params:
+        return None
+    warps_needed, rows = wg
+    m_name, m_dim, _ = tiles["tile:M"]
+    w = params["warps"]
+    if m_dim < rows:
+        return None
+    cfg = dict(config)
+    if int(cfg[m_name]) < rows:
+        m = params.get("tile:M")
+        ok = sorted(v for v in (m.values if m else []) if isinstance(v, int) and v >= rows)
+        if not ok:
+            return None
+        cfg[m_name] = ok[0]
+    if cfg[w.name] % warps_needed:
+        ok = sorted(v for v in w.values if isinstance(v, int) and v >= cfg[w.name] and v % warps_needed == 0)
+        if not ok:
+            return None
+        cfg[w.name] = ok[0]
+    if space.is_valid(cfg):
+        return cfg
+    fixed = space.nearest_valid(cfg, prefer={m_name: cfg[m_name], w.name: cfg[w.name]})
+    return fixed if fixed[m_name] >= rows and fixed[w.name] % warps_needed == 0 else None
+
+
 def tile_elements(problem: Problem, space: Space, config: Mapping[str, Any]) -> int | None:
     """Product of the config's tile sizes (what one program holds or streams per step), or
     None when the space has no tile the problem names."""
@@ -492,6 +530,11 @@ class TheoryBook:
             except (InvalidSeed, SpaceError) as e:
                 log.debug("rule %s does not fit %s: %s", rule.key, problem.kernel, e)
                 continue
+            repaired = warpgroup_repair(problem, space, cfg)
+            if repaired is not None and space.key(repaired) != space.key(cfg):
+                log.debug("rule %s on %s: %s raised to a warpgroup MMA tile: %s", rule.key, problem.kernel, cfg,
+                          repaired)
+                cfg = repaired
             reasons = []
             octaves = 0.0  # how far outside its learned dims, in powers of two
             reads = _dims_read(rule, cls)
