@@ -265,3 +265,24 @@ def test_cli_learn_predict_explain(tmp_path: Path):
     assert "seed [theory:" in r.output and "winner #" in r.output and (tmp_path / "p.png").exists()
     r = runner.invoke(main, ["explain", "99", "--store", str(store)])
     assert r.exit_code == 2 and "has no run 99" in r.output
+
+
+def test_predict_check_passes_over_a_spilling_prediction(monkeypatch):
+    """`predict --check` compiles the prediction for sm_90 on the CPU: the "all" matmul rule's
+    64x256x64 tile with 4 warps spills at K=700, and the same tile over 8 warps does not."""
+    pytest.importorskip("triton")
+    runner = CliRunner()
+    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--check"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    passed = [ln for ln in lines if ln.strip().startswith("passed over")]
+    assert passed and "num_warps=4" in passed[0] and "spills" in passed[0]
+    answer = next(ln for ln in lines if ln.startswith("matmul_fp16 M=200"))
+    assert "num_warps=8" in answer and any("checked: compiles for sm_90" in ln and "no spills" in ln for ln in lines)
+    # without triton, --check says what to install instead of failing deep inside
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
+    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--check"])
+    assert r.exit_code != 0 and "--check compiles each prediction with Triton" in r.output
