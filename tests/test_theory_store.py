@@ -286,3 +286,5 @@ def test_predict_check_passes_over_a_spilling_prediction(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
     r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--check"])
     assert r.exit_code != 0 and "--check compiles each prediction with Triton" in r.output
+    r = runner.invoke(main, ["predict", "bundled", "--check"])
+    assert r.exit_code != 0 and "use it with --kernel and --shapes" in r.output

@@ -135,6 +135,9 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
         return
     if not datasets:
         raise AbductuneError("give --kernel and --shapes, or datasets to score predictions on")
+    if check:
+        raise AbductuneError("--check compiles a built-in kernel's predictions: use it with --kernel and --shapes "
+                             "(datasets are scored on their recorded times instead)")
     from .datasets.paths import expand_dataset_args
     from .heuristics.harvest import observations_from_datasets
 
