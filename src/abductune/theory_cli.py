@@ -65,9 +65,9 @@ def learn_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | Non
 def _checked(spec: Any, problem: Any, preds: list) -> Any:
     """The first prediction whose config compiles for the problem's GPU without spilling and
     fits it (`measure.static.compile_one`), a spilling one retried with more warps; each config
-    passed over is reported. A rule that
-    scales warps or tiles past a shape it saw can spill (on an H100, a 64x256x64 tile with 4
-    warps at K=700: 2.8 KB per thread, 15x the tuned config's time)."""
+    passed over is reported. A rule that scales warps or tiles past the shapes it saw can
+    spill (on an H100, a 64x256x64 tile with 4 warps at K=700: 2.8 KB per thread, 15x the
+    tuned config's time)."""
     import dataclasses
 
     from .cli import format_config
@@ -122,9 +122,13 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
         if check and importlib.util.find_spec("triton") is None:
             raise AbductuneError("--check compiles each prediction with Triton: install it "
                                  "(pip install 'abductune[gpu]') or leave --check out")
+        if check and hw.vendor != "nvidia":
+            raise AbductuneError(f"--check compiles for NVIDIA GPUs; {hw.name} is not one: leave --check out")
         for dims in _shape_list(shapes):
             problem = spec.problem(dims, hw)
             shape = ",".join(f"{k}={v}" for k, v in dims.items())
+            if check:
+                click.echo(f"{kernel} {shape}: compiling the predictions for {hw.arch} ...")
             p = _checked(spec, problem, predictions(problem, spec.space(), book=book)) if check \
                 else predict(problem, spec.space(), book=book)
             if p is None:
