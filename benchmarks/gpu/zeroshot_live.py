@@ -119,7 +119,7 @@ def main() -> None:
     t_start = time.time()
 
     from abductune import kernels
-    from abductune.hardware import HardwareInfo, lookup
+    from abductune.hardware import lookup
 
     keep = {k for k in args.only.split(",") if k}
     shapes = [(k, d) for k, d in SETS[args.set] if not keep or k in keep]
@@ -144,7 +144,6 @@ def main() -> None:
     from abductune.tune import tune_one
     from tune_bench import compare
 
-    assert isinstance(local_hardware(), HardwareInfo)
     hw = local_hardware()
     out = Path(args.out)
     res = json.loads(out.read_text()) if out.exists() else {"device": hw.name, "budget": args.budget, "rows": []}
@@ -166,6 +165,7 @@ def main() -> None:
         tune_s = time.perf_counter() - t0
         configs: dict[str, dict] = {}
         keys: dict[tuple, str] = {}
+        aliases: dict[str, str] = {}
 
         def add(name, cfg):  # one timing per distinct config; aliases share it
             if cfg is None:
@@ -175,7 +175,6 @@ def main() -> None:
                 keys[key] = name
                 configs[name] = cfg
             aliases[name] = keys[key]
-        aliases: dict[str, str] = {}
         if o.winner is not None:
             add("tuned", o.winner.config)
         for i, c in enumerate(spec.fixed_configs()):
