@@ -1,5 +1,5 @@
 """Quick A/B of the abduction strategy's generic mode on the 13 public benchmark-hub spaces
-(no seeds): mean methodology score P at 20 and 50 evaluations (`--budgets`), per space and
+(no seeds, or with `--transfer` the other GPUs' seeds): mean methodology score P at 20 and 50 evaluations (`--budgets`), per space and
 overall, for one set of strategy options. Smaller than `bench_abduction.py` (two budgets, one strategy),
 so a knob can be judged over several base seeds in about a minute per seed.
 
@@ -21,13 +21,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def one(job: tuple[str, str, dict, int, int, tuple[int, ...]]) -> tuple[str, dict[int, float]]:
+def one(job: tuple[str, str, dict, int, int, tuple[int, ...], bool]) -> tuple[str, dict[int, float]]:
     from abductune.datasets.public import load_any
     from abductune.evaluate import compare_on_dataset
+    from bench_abduction import transfer_seeds
 
-    path, strategy, options, seed, repeats, budgets = job
+    path, strategy, options, seed, repeats, budgets, transfer = job
     p = Path(path)
+    seeds = transfer_seeds(path)[0] if transfer else []
     cells = compare_on_dataset(load_any(path), [strategy], list(budgets), repeats, seed,
+                               seeds_fn=(lambda _d: seeds) if seeds else None,
                                options={strategy: options} if options else None, label=f"{p.parent.name}/{p.name}")
     return f"{p.parent.name}/{p.name}", {c.budget: c.score for c in cells}
 
@@ -43,6 +46,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--budgets", default="20,50")
     ap.add_argument("--kernels", default="", help="comma-separated public kernels to keep (default all)")
+    ap.add_argument("--transfer", action="store_true", help="seed each space from the same kernel on the other "
+                    "GPUs (bench_abduction's transfer suite) instead of no seeds")
     args = ap.parse_args()
     budgets = tuple(int(b) for b in args.budgets.split(","))
     keep = [k for k in args.kernels.split(",") if k]
@@ -50,7 +55,7 @@ def main() -> None:
     seeds = [int(s) for s in args.seeds.split(",")]
     t0 = time.time()
     paths = [p for p in datasets("public", False) if not keep or p.parent.name in keep]
-    jobs = [(str(p), args.strategy, opts, s, args.repeats, budgets) for s in seeds for p in paths]
+    jobs = [(str(p), args.strategy, opts, s, args.repeats, budgets, args.transfer) for s in seeds for p in paths]
     with ProcessPoolExecutor(args.jobs) as ex:
         results = list(ex.map(one, jobs))
     per: dict[str, list[dict[int, float]]] = {}

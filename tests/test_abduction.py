@@ -77,7 +77,7 @@ def test_ends_only_when_the_whole_space_is_measured():
 
 def test_bad_options_are_rejected():
     for opts in ({"batch": 0}, {"batch": 9}, {"confidence": 0}, {"noise_floor": 0.9}, {"startup": -1},
-                 {"patience": 0}, {"tpe_slots": 9}, {"model_slots": 9}):
+                 {"seeded_startup": -1}, {"patience": 0}, {"tpe_slots": 9}, {"model_slots": 9}):
         with pytest.raises(AbductuneError, match=next(iter(opts))):
             make_strategy("abduction", **opts)
 
@@ -190,6 +190,22 @@ def test_generic_mode_probes_the_noise_once_when_nothing_says_how_noisy_times_ar
     first_after_start = res.events.index(starts[-1]) < res.events.index(noisy[0])
     assert first_after_start and res.evaluations == 30
     assert probes(None)[0] == []  # recorded repetitions already say how noisy times are
+
+
+def test_seeded_startup_sizes_the_space_filling_start_only_when_seeds_ran():
+    """`seeded_startup` sets the space-filling start after measured seeds (at least half of it
+    fresh); without seeds the start keeps `startup`."""
+    ds = load_public("kernel_tuner_benchmark_hub/pnpoly/RTX_3090.json.gz")
+    seed = ds.optimum().config
+
+    def fresh_starts(opts, seeds):
+        res = run(make_strategy("abduction", seed=3, **opts), ReplayEvaluator(ds, seed=3), Budget(evaluations=30),
+                  seeds=seeds)
+        return sum(len(e.get("configs") or []) for e in res.events if e["event"] == "fallback"), res
+    assert fresh_starts({}, [seed])[0] == 7  # 8 - 1 seed
+    n, res = fresh_starts({"seeded_startup": 2}, [seed])
+    assert n == 1 and res.evaluations == 30
+    assert fresh_starts({"seeded_startup": 2}, [])[0] == 8  # no seed: `startup` as before
 
 
 def test_generic_mode_on_public_data_beats_random_at_50_evaluations():

@@ -108,7 +108,8 @@ class _Test:
 class Abduction(Strategy):
     """Options: batch=3 (tests per batch, 1-8), confidence=2.0 (standard errors of the
     difference for a verdict), noise_floor=0.01 (smallest relative difference trusted),
-    startup=8 (space-filling configs in generic mode), patience=None (tests without a win
+    startup=8 (space-filling configs in generic mode), seeded_startup=None (the same when
+    seeds were measured: None keeps `startup`; at least half of it is fresh), patience=None (tests without a win
     beyond noise before TPE takes over, or in generic mode local tests before a restart;
     None: twice the tuned parameters, at least 8), tpe_slots=2 (generic mode: TPE proposals
     in every batch, part of `batch`), model_slots=1 (generic mode: Thompson-sampled proposals
@@ -119,12 +120,15 @@ class Abduction(Strategy):
 
     def __init__(self, seed: int = 0, batch: int = 3, confidence: float = CONFIDENCE,
                  noise_floor: float = NOISE_FLOOR, startup: int = 8, patience: int | None = None,
-                 tpe_slots: int = 2, model_slots: int = 1, stop_early: bool = False, **options: Any):
+                 tpe_slots: int = 2, model_slots: int = 1, stop_early: bool = False,
+                 seeded_startup: int | None = None, **options: Any):
         super().__init__(seed, **options)
         self.batch = opt.integer(self.name, "batch", batch, 1, 8)
         self.confidence = opt.number(self.name, "confidence", confidence, 0.1, 10)
         self.noise_floor = opt.number(self.name, "noise_floor", noise_floor, 0, 0.5)
         self.startup = opt.integer(self.name, "startup", startup, 0)
+        self.seeded_startup = self.startup if seeded_startup is None else \
+            opt.integer(self.name, "seeded_startup", seeded_startup, 0)
         self.patience = None if patience is None else opt.integer(self.name, "patience", patience, 1)
         self.tpe_slots = opt.integer(self.name, "tpe_slots", tpe_slots, 0, 8)
         self.model_slots = opt.integer(self.name, "model_slots", model_slots, 0, 8)
@@ -353,7 +357,8 @@ class _Engine:
         """Generic mode: a space-filling sample; seeds count towards it, but at least half of
         it is fresh so one mediocre seed cannot decide where the search looks."""
         have = len(self.measured)
-        n = max(self.startup - have, (self.startup + 1) // 2 if have else self.startup)
+        size = self.s.seeded_startup if have else self.startup
+        n = max(size - have, (size + 1) // 2 if have else size)
         picks = [c for c in latin_hypercube(self.space, n, self.ctx.np_rng) if not self.known(c)]
         if not picks:
             return
