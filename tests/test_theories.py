@@ -336,3 +336,23 @@ def test_top5_hypotheses_beat_the_default_on_recorded_h100_matmuls():
         times = [recs[sp.key(h.to_config)].objective for h in hs[:5] if sp.key(h.to_config) in recs]
         wins += any(t < base.time_ms for t in times if math.isfinite(t))
     assert wins >= 14, f"top-5 hypotheses beat the default on only {wins} of 16 shapes"
+
+
+def test_no_hypothesis_leaves_the_warpgroup_mma_on_hopper():
+    """A 768^3 matmul on 64x128 tiles under-fills the GPU; the smaller tiles underfilled_gpu
+    would try include 32- and 16-row ones, which on Hopper leave wgmma for mma.sync. Those
+    are not tested there; on an A100 (no warpgroup MMA) they are."""
+    from abductune import kernels
+    from abductune.hardware import lookup
+    from abductune.measurement import Measurement
+
+    spec = kernels.get("matmul_fp16")
+    space = spec.space()
+    cfg = {"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 128, "GROUP_M": 8, "num_warps": 4, "num_stages": 4}
+
+    def proposed(gpu):
+        pb = spec.problem({"M": 768, "N": 768, "K": 768}, lookup(gpu))
+        return hypotheses(diagnose(Measurement(cfg, "ok", time_ms=0.02), pb, space), pb, space, cfg)
+    hopper, ampere = proposed("H100-SXM"), proposed("A100-SXM")
+    assert hopper and all(h.to_config["BLOCK_M"] >= 64 and h.to_config["num_warps"] % 4 == 0 for h in hopper)
+    assert any(h.to_config["BLOCK_M"] < 64 for h in ampere)

@@ -127,6 +127,22 @@ def tiled_dims(problem: Problem, space: Space) -> dict[str, tuple[str, int, bool
     return out
 
 
+def on_warpgroup_mma(problem: Problem, space: Space, config: Mapping[str, Any]) -> bool | None:
+    """Whether a matmul-like config can use the hardware's warpgroup MMA (Hopper's wgmma: an
+    M tile of at least 64 rows and warps in groups of 4); None where the question does not
+    arise (no such MMA, no M/N/K tiles or warps role, or an M dim below the rows)."""
+    hw = problem.hardware
+    wg = hw.warpgroup_mma if hw is not None else None
+    tiles = tiled_dims(problem, space)
+    warps = space.by_role("warps")
+    if wg is None or warps is None or not all(r in tiles for r in ("tile:M", "tile:N", "tile:K")):
+        return None
+    name, dim, _ = tiles["tile:M"]
+    if dim < wg[1] or name not in config or warps.name not in config:
+        return None
+    return int(config[name]) >= wg[1] and int(config[warps.name]) % wg[0] == 0
+
+
 def padding_waste(dim: int, tile: int) -> float:
     """Share of a tiled dim's lanes that fall past its end: 1 - dim / (ceil(dim/tile) * tile)."""
     return 1.0 - dim / (math.ceil(dim / tile) * tile)

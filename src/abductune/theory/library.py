@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..problem import Problem
 from ..space import Config, Space
-from .diagnose import (TRITON_DEFAULT_WARPS, Diagnosis, blocks_per_sm, grid_tiles, padding_waste, smem_reserved,
-                       tiled_dims, wave_stats)
+from .diagnose import (TRITON_DEFAULT_WARPS, Diagnosis, blocks_per_sm, grid_tiles, on_warpgroup_mma, padding_waste,
+                       smem_reserved, tiled_dims, wave_stats)
 
 Applies = Callable[[Diagnosis, Problem, Space, Config], bool]
 Propose = Callable[[Diagnosis, Problem, Space, Config], "list[Config]"]
@@ -686,10 +686,15 @@ def hypotheses(diag: Diagnosis, problem: Problem, space: Space, config: Mapping[
     cfg = dict(config)
     best: dict[tuple, Hypothesis] = {}
     order: list[tuple] = []
+    keeps_wgmma = on_warpgroup_mma(problem, space, cfg)
     for th in library:
         if not th.applies(diag, problem, space, cfg):
             continue
         for to in th.propose(diag, problem, space, cfg):
+            # a move off the warpgroup MMA trades the tensor cores' fast path for what the
+            # theory expects: the older path costs more than any of them predicts
+            if keeps_wgmma and on_warpgroup_mma(problem, space, to) is False:
+                continue
             k = space.key(to)
             gain = float(th.expected_gain(diag, problem, space, cfg, to))
             h = Hypothesis(th.name, cfg, dict(to), gain,
