@@ -258,23 +258,17 @@ def warpgroup_repair(problem: Problem, space: Space, config: Mapping[str, Any]) 
     tiles and warps down on small shapes past what wgmma needs, and Triton then falls back to
     mma.sync (a 768^3 matmul: 32x128 tile, 2 warps, 2.2x the best tile measured). Applied to
     predictions, not while learning: the recorded shapes' rules stay as they were learned."""
-    from .diagnose import tiled_dims
+    from .diagnose import on_warpgroup_mma, tiled_dims
 
-    hw = problem.hardware
-    wg = hw.warpgroup_mma if hw is not None else None
-    tiles = tiled_dims(problem, space)
-    params = _role_params(space)
-    if wg is None or not all(r in tiles for r in ("tile:M", "tile:N", "tile:K")) or "warps" not in params:
-        return None
-    warps_needed, rows = wg
-    m_name, m_dim, _ = tiles["tile:M"]
-    w = params["warps"]
-    if m_dim < rows:
-        return None
+    if on_warpgroup_mma(problem, space, config) is not False:
+        return None  # already on it, or the question does not arise
+    warps_needed, rows = problem.hardware.warpgroup_mma  # type: ignore[union-attr]
+    m_name = tiled_dims(problem, space)["tile:M"][0]
+    w = space.by_role("warps")
+    assert w is not None
     cfg = dict(config)
     if int(cfg[m_name]) < rows:
-        m = params.get("tile:M")
-        ok = sorted(v for v in (m.values if m else []) if isinstance(v, int) and v >= rows)
+        ok = sorted(v for v in space[m_name].values if isinstance(v, int) and v >= rows)
         if not ok:
             return None
         cfg[m_name] = ok[0]
