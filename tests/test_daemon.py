@@ -160,7 +160,7 @@ def other_name_of_this_python(tmp_path):
 
 def test_the_console_entry_forwards_before_importing_the_command_line(rt, tmp_path):
     """`python -m abductune` (the console script's entry) sends a served `tune` to the daemon
-    without importing click, rich or numpy, through a symlink to the interpreter too (a
+    without importing click, rich or numpy, through another name of the interpreter too (a
     console script's `python3.11` and a user's `python3` are one environment); a command
     the daemon does not take runs locally as usual."""
     assert cli("daemon", "start").returncode == 0

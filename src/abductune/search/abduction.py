@@ -109,9 +109,9 @@ class Abduction(Strategy):
     """Options: batch=3 (tests per batch, 1-8), confidence=2.0 (standard errors of the
     difference for a verdict), noise_floor=0.01 (smallest relative difference trusted),
     startup=8 (space-filling configs in generic mode), seeded_startup=None (the same when
-    seeds were measured: None keeps `startup`; at least half of it is fresh), patience=None (tests without a win
-    beyond noise before TPE takes over, or in generic mode local tests before a restart;
-    None: twice the tuned parameters, at least 8), tpe_slots=2 (generic mode: TPE proposals
+    seeds were measured: None keeps `startup`; at least half of it is fresh),
+    patience=None (tests without a win beyond noise before TPE takes over, or in generic
+    mode local tests before a restart; None: twice the tuned parameters, at least 8), tpe_slots=2 (generic mode: TPE proposals
     in every batch, part of `batch`), model_slots=1 (generic mode: Thompson-sampled proposals
     of the additive model in every batch, on top of `batch`), stop_early=False (end before the
     budget once the search has settled: see `_Engine._settled`)."""
