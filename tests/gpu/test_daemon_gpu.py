@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,9 @@ if not torch.cuda.is_available():
     pytest.skip("needs a CUDA GPU", allow_module_level=True)
 
 from abductune import daemon  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "gpu"))
+from daemon_bench import descendants, gpu_memory_by_pid  # noqa: E402  (the benchmark's own count)
 
 EXE = [sys.executable, "-m", "abductune.cli"]
 
@@ -41,19 +45,8 @@ def run(args, env, **kw):
 def daemon_gpu_mib(pid: int) -> int:
     """GPU memory held by the daemon and every process under it (the benchmark worker is a
     grandchild: the daemon's fork server starts it)."""
-    out = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True).stdout
-    kids: dict[int, list[int]] = {}
-    for line in subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout.splitlines():
-        a, b = map(int, line.split())
-        kids.setdefault(b, []).append(a)
-    pids, todo = {pid}, [pid]
-    while todo:
-        for c in kids.get(todo.pop(), []):
-            if c not in pids:
-                pids.add(c)
-                todo.append(c)
-    return sum(int(m) for p, m in (line.split(", ") for line in out.splitlines() if line) if int(p) in pids)
+    tree = descendants(pid)
+    return sum(m for p, m in gpu_memory_by_pid().items() if p in tree)
 
 
 def test_live_tune_in_the_daemon(env, tmp_path):
