@@ -23,6 +23,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 
+def nearest(problem, others):
+    """The one of `others` (anything with a `.problem`) nearest `problem` in log2 of its dims."""
+    def dist(x):
+        return sum(abs(math.log2(max(1, x.problem.dims[k])) - math.log2(max(1, v))) for k, v in problem.dims.items())
+    return min(others, key=dist) if others else None
+
+
+def first_seed(report, source: str):
+    """The config of the first seed `source` ("observed", "registry") put in a SeedReport."""
+    return next((f.get("config") for f in report.fired if f.get("source") == source and f.get("status") == "seed"),
+                None)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json", default=None)
@@ -47,15 +60,10 @@ def main() -> None:
             t = o.time_of(cfg)
             return (t / o.optimum) if t is not None and math.isfinite(t) else None
         p = predict(pb, space, book=book, exclude=pb)
-        others = [x for x in obs if x.problem.kernel == pb.kernel and x is not o]
-        near = min(others, key=lambda x: sum(abs(math.log2(max(1, x.problem.dims[k])) - math.log2(max(1, v)))
-                                             for k, v in pb.dims.items())) if others else None
+        near = nearest(pb, [x for x in obs if x.problem.kernel == pb.kernel and x is not o])
         near_cfg = near.ranked(1)[0] if near else None
         rep = seed_configs(pb, space, pb.hardware, exclude=pb)
-        observed = next((f.get("config") for f in rep.fired if f.get("source") == "observed"
-                         and f.get("status") == "seed"), None)
-        heur = next((f.get("config") for f in rep.fired if f.get("source") == "registry"
-                     and f.get("status") == "seed"), None)
+        observed, heur = first_seed(rep, "observed"), first_seed(rep, "registry")
         fixed = (ds.meta.get("fixed_configs") or [None])[0]
         default = ds.meta.get("default_config") or space.default()
         rows.append({"kernel": pb.kernel, "shape": ds.name,

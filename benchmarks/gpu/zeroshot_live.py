@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench_zeroshot's helpers
 
 # (kernel, dims): unseen by the bundled recordings (checked at start)
 SHAPES = [
@@ -93,15 +94,13 @@ def candidates(spec, problem, space, data) -> dict[str, dict | None]:
     from abductune.heuristics import seed_configs
     from abductune.theory.store import predict
 
+    from bench_zeroshot import first_seed, nearest
+
     p = predict(problem, space)
     rep = seed_configs(problem, space, problem.hardware)
-    first = lambda src: next((f.get("config") for f in rep.fired  # noqa: E731
-                              if f.get("source") == src and f.get("status") == "seed"), None)
-
-    def dist(d):
-        return sum(abs(math.log2(max(1, d.problem.dims[k])) - math.log2(max(1, v))) for k, v in problem.dims.items())
-    near = min(data, key=dist) if data else None
-    return {"theory": dict(p.config) if p else None, "observed": first("observed"), "heuristics": first("registry"),
+    near = nearest(problem, data)
+    return {"theory": dict(p.config) if p else None, "observed": first_seed(rep, "observed"),
+            "heuristics": first_seed(rep, "registry"),
             "nearest": dict(near.optimum().config) if near else None, "fixed_first": spec.fixed_configs()[0],
             "default": spec.default_config(), "_theory_rule": p.describe() if p else None,
             "_nearest_shape": near.name if near else None}
