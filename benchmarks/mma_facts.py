@@ -27,29 +27,20 @@ def main() -> None:
     args = ap.parse_args()
 
     import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     from abductune import kernels
     from abductune.hardware import lookup
-    from abductune.measure.static import capability, run_ptxas
+    from abductune.measure.static import compile_one
 
     m, n, k = (int(x) for x in args.dims.split(","))
-    spec = kernels.get("matmul_fp16")
-    problem = spec.problem({"M": m, "N": n, "K": k}, lookup("H100-SXM"))
-    cap = capability(args.arch)
+    problem = kernels.get("matmul_fp16").problem({"M": m, "N": n, "K": k}, lookup("H100-SXM"))
     print(f"matmul_fp16 M={m} N={n} K={k}, triton {triton.__version__}, {args.arch}")
     print("| BLOCK_M x N x K | warps | stages | MMA | registers | spill bytes |")
     print("|---|---|---|---|---|---|")
     for bm, bn, bk, w, s in CONFIGS:
         cfg = {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": w, "num_stages": s}
-        fn, sig, consts, opts = spec.compile_spec(cfg, problem)
-        kernel = triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts),
-                                target=GPUTarget("cuda", cap, 32), options=opts)
-        ptx = kernel.asm["ptx"]
-        mma = "wgmma" if "wgmma" in ptx else "mma.sync" if "mma.sync" in ptx else "none"
-        facts = run_ptxas(ptx, cap)
-        print(f"| {bm}x{bn}x{bk} | {w} | {s} | {mma} | {facts['registers']} | {facts['spill_stores']} |")
+        f = compile_one("matmul_fp16", cfg, problem.to_dict(), args.arch)
+        print(f"| {bm}x{bn}x{bk} | {w} | {s} | {f['mma'] or f['status']} | {f['registers']} | {f['spills']} |")
 
 
 if __name__ == "__main__":

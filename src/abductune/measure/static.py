@@ -215,11 +215,13 @@ def compile_one(kernel_name: "str | KernelSpec", config: dict, problem_dict: dic
     (bytes of spill stores), "smem_bytes" (dynamic shared memory Triton requests plus ptxas's
     static), "compile_s" (triton.compile seconds), "error", and the extras "spill_loads",
     "stack_bytes", "triton_n_spills" (stack_bytes // 4, what CompiledKernel.n_spills says after
-    a launch), "analysis_s" (ptxas -v seconds), "hardware"}.
+    a launch), "analysis_s" (ptxas -v seconds), "hardware", "mma" (the tensor-core instruction in
+    the PTX: "wgmma", "mma.sync", or None)}.
     """
     out: dict[str, Any] = {"status": "compile_error", "registers": None, "spills": None,
                            "smem_bytes": None, "compile_s": 0.0, "error": "", "spill_loads": None,
-                           "stack_bytes": None, "triton_n_spills": None, "analysis_s": 0.0, "hardware": None}
+                           "stack_bytes": None, "triton_n_spills": None, "analysis_s": 0.0, "hardware": None,
+                           "mma": None}
     t0 = time.perf_counter()
     try:
         cap = capability(arch)
@@ -259,7 +261,9 @@ def compile_one(kernel_name: "str | KernelSpec", config: dict, problem_dict: dic
 
         t1 = time.perf_counter()
         left = None if not timeout_s else max(1.0, timeout_s - out["compile_s"])
-        facts = run_ptxas(kernel.asm["ptx"], cap, timeout_s=left)
+        ptx = kernel.asm["ptx"]
+        out["mma"] = "wgmma" if "wgmma" in ptx else "mma.sync" if "mma.sync" in ptx else None
+        facts = run_ptxas(ptx, cap, timeout_s=left)
         out["analysis_s"] = time.perf_counter() - t1
         out["registers"] = facts["registers"]
         out["spills"] = facts["spill_stores"]
