@@ -415,10 +415,10 @@ def daemon_tip(mode: str, shapes: int) -> str | None:
     """A hint after a short live command that started its own workers: most of its time was
     their start, which a daemon pays once. Not inside a daemon, not when ABDUCTUNE_DAEMON is
     set either way (the user has chosen), not for long commands (the start is a small part)."""
-    import socket
+    from .daemon.client import platform_supported
 
     server = sys.modules.get("abductune.daemon.server")
-    if mode != "live" or shapes > 3 or getattr(server, "SERVING", False) or not hasattr(socket, "AF_UNIX"):
+    if mode != "live" or shapes > 3 or getattr(server, "SERVING", False) or not platform_supported():
         return None
     if os.environ.get("ABDUCTUNE_DAEMON", "").strip():
         return None

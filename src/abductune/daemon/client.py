@@ -35,10 +35,15 @@ def _setting() -> str:
     return "off" if v in ("0", "no", "off", "false") else "auto" if v == "auto" else "on"
 
 
+def platform_supported() -> bool:
+    """Whether this platform has what a daemon needs: Unix sockets and user ids (not Windows)."""
+    return hasattr(socket, "AF_UNIX") and hasattr(os, "getuid")
+
+
 def forwardable(argv: list[str]) -> bool:
     """Whether this command line may run in a daemon: `tune` (live or auto), no user kernel,
     no --no-daemon, ABDUCTUNE_DAEMON not 0."""
-    if _setting() == "off" or not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):
+    if _setting() == "off" or not platform_supported():
         return False  # off, or a platform without Unix sockets (Windows): always local
     args = [a for a in argv if a not in ("-v", "--verbose")]
     if not args or args[0] != "tune" or "--no-daemon" in args:
