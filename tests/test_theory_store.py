@@ -268,23 +268,79 @@ def test_cli_learn_predict_explain(tmp_path: Path):
 
 
 def test_predict_check_passes_over_a_spilling_prediction(monkeypatch):
-    """`predict --check` compiles the prediction for sm_90 on the CPU: the "all" matmul rule's
-    64x256x64 tile with 4 warps spills at K=700, and the same tile over 8 warps does not."""
+    """`predict` compiles the prediction for sm_90 on the CPU by default: the "all" matmul
+    rule's 64x256x64 tile with 4 warps spills at K=700, and the same tile over 8 warps does not;
+    `--no-check` serves the rule's config as it is."""
     pytest.importorskip("triton")
     runner = CliRunner()
-    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--check"])
-    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700"])
+    assert r.exit_code == 0, r.output  # checked by default where Triton is installed
     lines = r.output.splitlines()
     passed = [ln for ln in lines if ln.strip().startswith("passed over")]
     assert passed and "num_warps=4" in passed[0] and "spills" in passed[0]
     answer = next(ln for ln in lines if ln.startswith("matmul_fp16 M=200") and "BLOCK_M=" in ln)
     assert "num_warps=8" in answer and any("checked: compiles for sm_90" in ln and "no spills" in ln for ln in lines)
+    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--no-check"])
+    assert r.exit_code == 0 and "passed over" not in r.output
+    assert "num_warps=4" in next(ln for ln in r.output.splitlines() if ln.startswith("matmul_fp16 M=200"))
     # without triton, --check says what to install instead of failing deep inside
     import importlib.util
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
     r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--check"])
-    assert r.exit_code != 0 and "--check compiles each prediction with Triton" in r.output
+    assert r.exit_code != 0 and "Triton is not installed" in r.output
+    # by default the prediction goes unchecked then, and says so
+    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700"])
+    assert r.exit_code == 0 and "predictions unchecked: Triton is not installed" in r.output
+    assert "num_warps=4" in r.output
     r = runner.invoke(main, ["predict", "bundled", "--check"])
     assert r.exit_code != 0 and "use it with --kernel and --shapes" in r.output
+
+
+def test_first_clean_adds_warps_to_a_spilling_config_then_tries_the_runner_up():
+    """`theory.check.first_clean` with a stand-in compiler: a prediction that fails to compile
+    is passed over for the next; one that spills is retried with more warps, and the first
+    config that compiles cleanly is served with its rule's reasoning kept."""
+    from abductune import kernels
+    from abductune.hardware import lookup
+    from abductune.theory.check import first_clean
+    from abductune.theory.store import predictions
+
+    spec = kernels.get("matmul_fp16")
+    problem = spec.problem({"M": 200, "N": 5000, "K": 700}, lookup("H100-SXM"))
+    import dataclasses
+
+    [pred] = predictions(problem, spec.space())[:1]
+    first = dict(pred.config)
+    second = {**first, "BLOCK_N": 128, "num_warps": 4}  # a runner-up rule's config, made up
+    preds = [pred, dataclasses.replace(pred, config=second)]
+    seen: list[dict] = []
+
+    def fake(_spec, cfg, _problem, arch):
+        seen.append(dict(cfg))
+        assert arch == "sm_90"
+        ok = {"status": "ok", "error": "", "registers": 200, "spills": 0}
+        if cfg == first:
+            return {**ok, "status": "compile_error", "error": "out of resources"}
+        if cfg["num_warps"] < 8:
+            return {**ok, "spills": 1024}
+        return ok
+
+    heard: list[str] = []
+    got = first_clean(spec, problem, preds, echo=heard.append, compile_fn=fake)
+    assert seen[0] == first and seen[1] == second  # the failure is not retried with more warps
+    assert got is not None and got.reasons == preds[1].reasons and got.config == {**second, "num_warps": 8}
+    assert seen[2:] == [got.config]  # 4 warps spilled, 8 did not
+    assert "out of resources" in heard[0] and "spills 1024 bytes" in heard[1] and "no spills" in heard[2]
+    # where more warps still spill, a smaller K tile is tried (operands held in registers)
+    def k_bound(_spec, cfg, _problem, _arch):
+        seen.append(dict(cfg))
+        return {"status": "ok", "error": "", "registers": 255, "spills": 0 if cfg["BLOCK_K"] <= 64 else 562}
+
+    seen.clear()
+    big_k = {**first, "BLOCK_N": 128, "BLOCK_K": 128, "num_warps": 4}
+    got = first_clean(spec, problem, [dataclasses.replace(pred, config=big_k)], compile_fn=k_bound)
+    assert [c["num_warps"] for c in seen] == [4, 8, 4] and got.config == {**big_k, "BLOCK_K": 64}
+    assert first_clean(spec, problem, preds, compile_fn=lambda *a: {"status": "compile_error", "error": "x",
+                                                                   "registers": None, "spills": None}) is None

@@ -2,14 +2,16 @@
 
     python benchmarks/gpu/zeroshot_live.py --out zeroshot.json [--deadline-s 540] [--budget 64]
     python benchmarks/gpu/zeroshot_live.py --dry-run        # candidates only, no GPU
-    python benchmarks/gpu/zeroshot_live.py --set b ...      # the second held-out set
+    python benchmarks/gpu/zeroshot_live.py --set b ...      # the second held-out set (c: the third)
 
 The shapes are LLM projection and row-kernel shapes of models the bundled data does not
 cover (Llama-3-70B, Qwen2-7B, Phi-3-mini) at batch sizes it does not cover, plus a few odd
 dims; the script refuses any that is a recorded shape. For each shape, every source names one
 config without measuring anything, with the package's shipped knowledge (learned from the 27
 recorded H100 shapes, none of them this one):
-- theory: the theory store's prediction; observed: the observed database's seed;
+- theory: the theory store's prediction; checked: the same compiled for the GPU first, a
+  config that spills or fails passed over (what `abductune predict` serves by default);
+- observed: the observed database's seed;
 - heuristics: the first registry heuristic that fires;
 - nearest: the best recorded config of the nearest recorded shape, reused exactly;
 - fixed[0]: the kernel's own list's first config; default: the space's default.
@@ -78,8 +80,30 @@ SHAPES_B = [
     ("gelu_mul_fp16", {"numel": 256 * 11008}),
     ("gelu_mul_fp16", {"numel": 30_000_001}),
 ]
-SETS = {"a": SHAPES, "b": SHAPES_B}
-SOURCES = ["theory", "observed", "heuristics", "nearest", "fixed_first", "default"]
+# a third, fixed (eleventh session) before the compile check served predictions by default
+# and before any of these shapes was measured: the first held-out test of `checked`
+SHAPES_C = [
+    ("matmul_fp16", {"M": 8, "N": 14336, "K": 4096}),      # Llama-3-8B up/gate, batch 8
+    ("matmul_fp16", {"M": 4096, "N": 1024, "K": 4096}),    # Llama-3-8B k/v projection, prefill
+    ("matmul_fp16", {"M": 128, "N": 4096, "K": 14336}),    # Llama-3-8B down, batch 128
+    ("matmul_fp16", {"M": 3072, "N": 3072, "K": 3072}),
+    ("matmul_fp16", {"M": 1536, "N": 6144, "K": 1536}),
+    ("matmul_fp16", {"M": 300, "N": 4000, "K": 1000}),     # odd
+    ("matmul_fp16", {"M": 48, "N": 2560, "K": 10240}),     # Phi-2 down, batch 48
+    ("matmul_fp16", {"M": 10000, "N": 512, "K": 512}),     # tall, narrow
+    ("matmul_fp16", {"M": 2048, "N": 2048, "K": 8192}),
+    ("matmul_fp16", {"M": 32, "N": 32000, "K": 4096}),     # Llama-2 LM head, batch 32
+    ("matmul_fp16", {"M": 777, "N": 1234, "K": 4321}),     # nothing aligned
+    ("matmul_fp16", {"M": 6144, "N": 4096, "K": 512}),
+    ("softmax_fp16", {"rows": 1024, "cols": 256000}),      # Gemma vocab
+    ("softmax_fp16", {"rows": 128, "cols": 131072}),
+    ("rmsnorm_fp16", {"rows": 2048, "cols": 2560}),
+    ("gelu_mul_fp16", {"numel": 4096 * 14336}),
+]
+SETS = {"a": SHAPES, "b": SHAPES_B, "c": SHAPES_C}
+# checked: the theory store's predictions compiled for the GPU, the first that neither spills
+# nor fails served (`theory.check.first_clean`, what `abductune predict` serves by default)
+SOURCES = ["theory", "checked", "observed", "heuristics", "nearest", "fixed_first", "default"]
 
 
 def recorded(kernel: str) -> list:
@@ -92,14 +116,20 @@ def recorded(kernel: str) -> list:
 def candidates(spec, problem, space, data) -> dict[str, dict | None]:
     """One config per zero-shot source (None where a source has nothing to say)."""
     from abductune.heuristics import seed_configs
-    from abductune.theory.store import predict
+    from abductune.theory.check import first_clean, unavailable
+    from abductune.theory.store import predictions
 
     from bench_zeroshot import first_seed, nearest
 
-    p = predict(problem, space)
+    preds = predictions(problem, space)
+    p = preds[0] if preds else None
+    why = unavailable(problem.hardware)
+    if why:
+        sys.exit(f"the checked source compiles predictions: {why}")
+    c = first_clean(spec, problem, preds)
     rep = seed_configs(problem, space, problem.hardware)
     near = nearest(problem, data)
-    return {"theory": dict(p.config) if p else None, "observed": first_seed(rep, "observed"),
+    return {"theory": dict(p.config) if p else None, "checked": dict(c.config) if c else None, "observed": first_seed(rep, "observed"),
             "heuristics": first_seed(rep, "registry"),
             "nearest": dict(near.optimum().config) if near else None, "fixed_first": spec.fixed_configs()[0],
             "default": spec.default_config(), "_theory_rule": p.describe() if p else None,
@@ -112,7 +142,7 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=64)
     ap.add_argument("--deadline-s", type=float, default=540)
     ap.add_argument("--only", default="", help="comma-separated kernels to keep")
-    ap.add_argument("--set", choices=sorted(SETS), default="a", help="which held-out shapes (a: first, b: second)")
+    ap.add_argument("--set", choices=sorted(SETS), default="a", help="which held-out shapes (a: first, b: second, c: third)")
     ap.add_argument("--dry-run", action="store_true", help="print the candidates, measure nothing")
     args = ap.parse_args()
     t_start = time.time()

@@ -2,7 +2,6 @@
 measurement, and tell the story of a run (observation -> theory -> test -> verdict)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
@@ -62,38 +61,6 @@ def learn_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | Non
                    f"(geomean {r.geomean:.3f}, support {r.support}, refute {r.refute})")
 
 
-def _checked(spec: Any, problem: Any, preds: list) -> Any:
-    """The first prediction whose config compiles for the problem's GPU without spilling and
-    fits it (`measure.static.compile_one`), a spilling one retried with more warps; each config
-    passed over is reported. A rule that scales warps or tiles past the shapes it saw can
-    spill (on an H100, a 64x256x64 tile with 4 warps at K=700: 2.8 KB per thread, 15x the
-    tuned config's time)."""
-    import dataclasses
-
-    from .cli import format_config
-    from .measure.static import compile_one
-
-    space = spec.space()
-    warps = space.by_role("warps")
-    for p in preds:
-        cfg = dict(p.config)
-        while True:
-            facts = compile_one(spec, cfg, problem.to_dict(), problem.hardware.arch)
-            bad = (facts["error"] or facts["status"]) if facts["status"] != "ok" else \
-                f"spills {facts['spills']} bytes" if facts["spills"] else ""
-            if not bad:
-                click.echo(f"  checked: compiles for {problem.hardware.arch} with {facts['registers']} "
-                           "registers, no spills")
-                return p if cfg == dict(p.config) else dataclasses.replace(p, config=cfg)
-            click.echo(f"  passed over {format_config(cfg)}: {bad}")
-            # spills: the same tile over more warps holds fewer accumulator registers per thread
-            more = warps.step(cfg[warps.name], +1) if warps is not None and facts["spills"] else None
-            if more is None or not space.is_valid({**cfg, warps.name: more}):
-                break
-            cfg = {**cfg, warps.name: more}
-    return None
-
-
 @click.command(name="predict")
 @click.argument("datasets", nargs=-1)
 @click.option("--kernel", default=None, help="Built-in kernel (with --shapes).")
@@ -101,10 +68,11 @@ def _checked(spec: Any, problem: Any, preds: list) -> Any:
 @click.option("--hardware", default="H100-SXM", show_default=True, help="GPU to predict for (with --kernel).")
 @click.option("--theories", default=None, type=click.Path(dir_okay=False, exists=True),
               help="Theory file (default: the packaged one).")
-@click.option("--check", is_flag=True, help="Compile each prediction for the GPU (no GPU needed, a few "
-              "seconds each, needs triton) and pass over one that spills registers or cannot launch.")
+@click.option("--check/--no-check", default=None, help="Compile each prediction for the GPU (no GPU needed, "
+              "about a second each once cached, needs triton) and pass over one that spills registers or cannot "
+              "launch. Default: check where Triton is installed and the GPU is NVIDIA's.")
 def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | None, hardware: str,
-                theories: str | None, check: bool) -> None:
+                theories: str | None, check: bool | None) -> None:
     """Zero-shot config for a kernel and shapes, or for datasets (scored against their
     optimum, leaving each dataset's own knowledge out)."""
     from .cli import format_config
@@ -117,19 +85,25 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
 
         if not shapes:
             raise AbductuneError("--kernel needs --shapes (e.g. 'M=16,N=4096,K=4096')")
+        from .theory.check import first_clean, unavailable
+
         spec = kernels.get(kernel)
         hw = lookup(hardware)
-        if check and importlib.util.find_spec("triton") is None:
-            raise AbductuneError("--check compiles each prediction with Triton: install it "
-                                 "(pip install 'abductune[gpu]') or leave --check out")
-        if check and hw.vendor != "nvidia":
-            raise AbductuneError(f"--check compiles for NVIDIA GPUs; {hw.name} is not one: leave --check out")
+        why = unavailable(hw)
+        if check and why:
+            raise AbductuneError(f"--check compiles each prediction for the GPU, but {why}: "
+                                 "fix that or leave --check out")
+        if check is None:
+            check = not why
+            if why:
+                click.echo(f"predictions unchecked: {why}")
         for dims in _shape_list(shapes):
             problem = spec.problem(dims, hw)
             shape = ",".join(f"{k}={v}" for k, v in dims.items())
             if check:
                 click.echo(f"{kernel} {shape}: compiling the predictions for {hw.arch} ...")
-            p = _checked(spec, problem, predictions(problem, spec.space(), book=book)) if check \
+            p = first_clean(spec, problem, predictions(problem, spec.space(), book=book),
+                            echo=lambda line: click.echo(f"  {line}")) if check \
                 else predict(problem, spec.space(), book=book)
             if p is None:
                 click.echo(f"{kernel} {shape}: no rule applies" + (" that compiles cleanly" if check else ""))

@@ -1,0 +1,84 @@
+"""Zero-shot predictions checked by compiling them, with no GPU: Triton compiles a config for
+the target's architecture on the CPU and ptxas reports its registers and spills
+(`measure.static.compile_one`), about a second per config once Triton's cache holds it.
+
+A rule that scales tiles or warps past the shapes it was learned on can name a config that
+spills: on an H100, the "all" matmul rule's 64x256x64 tile with 4 warps spills 2.8 KB per
+thread at K=700 (15x the tuned config's time) and not at K=768. Only the compiler knows, so a
+prediction served without measuring is compiled first: a spilling config is retried with more
+warps or a smaller K tile (fewer registers per thread), then the runner-up rule's config is
+tried."""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from typing import Any, Callable, Sequence
+
+from ..hardware import HardwareInfo
+
+
+def unavailable(hw: HardwareInfo | None) -> str:
+    """Why predictions for `hw` cannot be compile-checked here, or '' when they can."""
+    if importlib.util.find_spec("triton") is None:
+        return "Triton is not installed (pip install 'abductune[gpu]')"
+    if hw is None or hw.vendor != "nvidia" or not hw.arch:
+        return f"compile checks are for NVIDIA GPUs; {getattr(hw, 'name', 'no GPU')} is not one"
+    return ""
+
+
+def verdict(facts: dict[str, Any]) -> str:
+    """What is wrong with a compiled config ('' when nothing is): an error or spills."""
+    if facts["status"] != "ok":
+        return str(facts["error"] or facts["status"])
+    return f"spills {facts['spills']} bytes" if facts["spills"] else ""
+
+
+def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
+                echo: Callable[[str], None] = lambda _s: None,
+                compile_fn: Callable[..., dict[str, Any]] | None = None) -> Any:
+    """The first of `preds` (theory-store Predictions, best first) whose config compiles for
+    the problem's GPU without spilling and can launch there; a spilling config is retried
+    with fewer registers per thread (`relief`) before the next prediction. Returns the
+    Prediction (its config replaced where it was relieved) or None; `echo` hears each config
+    passed over and why."""
+    from ..cli import format_config
+    from ..measure.static import compile_one
+
+    compile_fn = compile_fn or compile_one
+    space = spec.space()
+    for p in preds:
+        tried: set[tuple] = set()
+        todo = [dict(p.config)]
+        while todo:
+            cfg = todo.pop(0)
+            if space.key(cfg) in tried:
+                continue
+            tried.add(space.key(cfg))
+            facts = compile_fn(spec, cfg, problem.to_dict(), problem.hardware.arch)
+            bad = verdict(facts)
+            if not bad:
+                echo(f"checked: compiles for {problem.hardware.arch} with {facts['registers']} registers, "
+                     "no spills")
+                return p if cfg == dict(p.config) else dataclasses.replace(p, config=cfg)
+            echo(f"passed over {format_config(cfg)}: {bad}")
+            if facts["spills"] and len(tried) == 1:
+                todo += relief(space, cfg)
+    return None
+
+
+def relief(space: Any, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """Configs near a spilling one that hold fewer registers per thread, most alike first: more
+    warps (the accumulator tile spread over more threads), a smaller K tile (fewer operand
+    registers: where K is not a multiple of 8, Triton loads the operands through registers,
+    and at K=4321 a 64x128x128 tile spills with 4 or 8 warps but a 64x128x64 one does not),
+    then both."""
+    out = []
+    warps, tile_k = space.by_role("warps"), space.by_role("tile:K")
+    more = warps.step(cfg[warps.name], +1) if warps is not None else None
+    less = tile_k.step(cfg[tile_k.name], -1) if tile_k is not None else None
+    for change in ({warps.name: more} if more is not None else None,
+                   {tile_k.name: less} if less is not None else None,
+                   {warps.name: more, tile_k.name: less} if more is not None and less is not None else None):
+        if change is not None and space.is_valid({**cfg, **change}):
+            out.append({**cfg, **change})
+    return out
