@@ -129,8 +129,8 @@ def candidates(spec, problem, space, data) -> dict[str, dict | None]:
     c = first_clean(spec, problem, preds)
     rep = seed_configs(problem, space, problem.hardware)
     near = nearest(problem, data)
-    return {"theory": dict(p.config) if p else None, "checked": dict(c.config) if c else None, "observed": first_seed(rep, "observed"),
-            "heuristics": first_seed(rep, "registry"),
+    return {"theory": dict(p.config) if p else None, "checked": dict(c.config) if c else None,
+            "observed": first_seed(rep, "observed"), "heuristics": first_seed(rep, "registry"),
             "nearest": dict(near.optimum().config) if near else None, "fixed_first": spec.fixed_configs()[0],
             "default": spec.default_config(), "_theory_rule": p.describe() if p else None,
             "_nearest_shape": near.name if near else None}
@@ -142,7 +142,8 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=64)
     ap.add_argument("--deadline-s", type=float, default=540)
     ap.add_argument("--only", default="", help="comma-separated kernels to keep")
-    ap.add_argument("--set", choices=sorted(SETS), default="a", help="which held-out shapes (a: first, b: second, c: third)")
+    ap.add_argument("--set", choices=sorted(SETS), default="a",
+                    help="which held-out shapes (a: first, b: second, c: third)")
     ap.add_argument("--dry-run", action="store_true", help="print the candidates, measure nothing")
     args = ap.parse_args()
     t_start = time.time()

@@ -4,7 +4,8 @@ the target's architecture on the CPU and ptxas reports its registers and spills
 
 A rule that scales tiles or warps past the shapes it was learned on can name a config that
 spills: on an H100, the "all" matmul rule's 64x256x64 tile with 4 warps spills 2.8 KB per
-thread at K=700 (15x the tuned config's time) and not at K=768. Only the compiler knows, so a
+thread at K=700 (15x the tuned config's time) and not at K=768 -- the spills came where K
+is not a multiple of the K tile. Only the compiler knows, so a
 prediction served without measuring is compiled first: a spilling config is retried with more
 warps or a smaller K tile (fewer registers per thread), then the runner-up rule's config is
 tried."""
@@ -69,9 +70,8 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
 def relief(space: Any, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """Configs near a spilling one that hold fewer registers per thread, most alike first: more
     warps (the accumulator tile spread over more threads), a smaller K tile (fewer operand
-    registers: where K is not a multiple of 8, Triton loads the operands through registers,
-    and at K=4321 a 64x128x128 tile spills with 4 or 8 warps but a 64x128x64 one does not),
-    then both."""
+    registers; compiled for sm_90, a 64x128x128 tile spills at K=4321 with 4 or 8 warps and a
+    64x128x64 one does not), then both."""
     out = []
     warps, tile_k = space.by_role("warps"), space.by_role("tile:K")
     more = warps.step(cfg[warps.name], +1) if warps is not None else None
