@@ -5,10 +5,9 @@ the target's architecture on the CPU and ptxas reports its registers and spills
 A rule that scales tiles or warps past the shapes it was learned on can name a config that
 spills: on an H100, the "all" matmul rule's 64x256x64 tile with 4 warps spills 2.8 KB per
 thread at K=700 (15x the tuned config's time) and not at K=768 -- the spills came where K
-is not a multiple of the K tile. Only the compiler knows, so a
-prediction served without measuring is compiled first: a spilling config is retried with more
-warps or a smaller K tile (fewer registers per thread), then the runner-up rule's config is
-tried."""
+is not a multiple of the K tile. Only the compiler knows, so a prediction served without
+measuring is compiled first: a spilling config is retried with more warps or a smaller K
+tile (fewer registers per thread), then the runner-up rule's config is tried."""
 from __future__ import annotations
 
 import dataclasses
@@ -48,21 +47,18 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
     compile_fn = compile_fn or compile_one
     space = spec.space()
     for p in preds:
-        tried: set[tuple] = set()
-        todo = [dict(p.config)]
+        first = dict(p.config)
+        todo = [first]
         while todo:
             cfg = todo.pop(0)
-            if space.key(cfg) in tried:
-                continue
-            tried.add(space.key(cfg))
             facts = compile_fn(spec, cfg, problem.to_dict(), problem.hardware.arch)
             bad = verdict(facts)
             if not bad:
                 echo(f"checked: compiles for {problem.hardware.arch} with {facts['registers']} registers, "
                      "no spills")
-                return p if cfg == dict(p.config) else dataclasses.replace(p, config=cfg)
+                return p if cfg is first else dataclasses.replace(p, config=cfg)
             echo(f"passed over {format_config(cfg)}: {bad}")
-            if facts["spills"] and len(tried) == 1:
+            if facts["spills"] and cfg is first:  # relief configs differ from it and from each other
                 todo += relief(space, cfg)
     return None
 
