@@ -38,7 +38,7 @@ def _import_optuna():
     try:
         import optuna
     except ImportError:
-        raise AbductuneError("TPE needs optuna: pip install abductune[tpe]") from None
+        raise AbductuneError("TPE needs optuna, a dependency of abductune that is missing here: pip install optuna") from None
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
