@@ -32,11 +32,19 @@ def get(name: str) -> "KernelSpec":
     """The built-in kernel called `name` (one instance per process)."""
     if name not in _CACHE and ":" in name:  # "package.module:Class", a user's own KernelSpec
         _CACHE[name] = _user_spec(name)
+    if name not in _CACHE and name not in _REGISTRY:
+        from . import zoo  # the zoo's names need no triton; its modules are imported on use
+
+        if name in zoo.REGISTRY:
+            _CACHE[name] = zoo.load(name)
     if name not in _CACHE:
         try:
             module, cls, dtype = _REGISTRY[name]
         except KeyError:
-            raise AbductuneError(f"unknown kernel {name!r}; known kernels: {', '.join(_REGISTRY)}") from None
+            from . import zoo
+
+            raise AbductuneError(f"unknown kernel {name!r}; known kernels: {', '.join(_REGISTRY)}; "
+                                 f"zoo kernels: {', '.join(zoo.names())}") from None
         mod = importlib.import_module(f"{__name__}.{module}")
         _CACHE[name] = getattr(mod, cls)(dtype)
     return _CACHE[name]
