@@ -135,11 +135,39 @@ def make_out_dir(path: Path) -> Path:
     return path
 
 
+# Spaces up to this many valid configs are recorded whole; larger ones as a fixed sample.
+EXHAUSTIVE_MAX = 1000
+SAMPLE_SIZE = 400
+
+
+def sample_configs(space: Any, fixed: list[dict], *, size: int = SAMPLE_SIZE, seed: int = 0,
+                   exhaustive_max: int = EXHAUSTIVE_MAX) -> tuple[list[dict], dict[str, Any] | None]:
+    """(configs to record, the header's sample description or None when recorded whole).
+
+    A space of at most `exhaustive_max` valid configs is recorded whole. A larger one gets a
+    fixed random sample of `size` valid configs (seeded, so every shape and every strategy
+    sees the same sample) plus the kernel's own list, in the space's order."""
+    configs = space.valid_configs()
+    if len(configs) <= exhaustive_max:
+        return configs, None
+    import random
+
+    picked = set(random.Random(seed).sample(range(len(configs)), size))
+    keys = {space.key(c) for i, c in enumerate(configs) if i in picked}
+    own = [c for c in fixed if space.is_valid(c)]
+    keys |= {space.key(c) for c in own}
+    chosen = [c for c in configs if space.key(c) in keys]
+    return chosen, {"valid_in_space": len(configs), "size": len(chosen), "random": size, "seed": seed,
+                    "includes": "the kernel's own config list"}
+
+
 def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *,
           compile_workers: int | None = None, limit: int | None = None, seed: int = 0,
           hardware: HardwareInfo | None = None, target_ms: float = 10.0, max_reps: int = 50,
-          on_progress: Callable[[str, int, int], None] | None = None, store: Any = None) -> list[Path]:
-    """Measure every valid config of `kernel_name` for each shape; returns the dataset paths.
+          on_progress: Callable[[str, int, int], None] | None = None, store: Any = None,
+          sample_size: int = SAMPLE_SIZE, exhaustive_max: int = EXHAUSTIVE_MAX) -> list[Path]:
+    """Measure every valid config of `kernel_name` for each shape (or, past `exhaustive_max`
+    valid configs, a fixed sample of them: `sample_configs`); returns the dataset paths.
     Every measurement also goes through a Session into `store` (a Store or a path; default
     the user's store), so a sweep's rows feed harvest, learn and later tunes."""
     from .session import Session
@@ -149,9 +177,14 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
 
     spec = kernels.get(kernel_name)
     space = spec.space()
-    configs = space.valid_configs()
+    configs, sample = sample_configs(space, spec.fixed_configs(), size=sample_size, seed=seed,
+                                     exhaustive_max=exhaustive_max)
     if limit:
         configs = configs[:limit]
+    meta: dict[str, Any] = {"fixed_configs": spec.fixed_configs(), "default_config": spec.default_config(),
+                            "origin": getattr(spec, "origin", "abductune built-in suite")}
+    if sample:
+        meta["sample"] = sample
     hw = hardware or local_hardware()
     out = make_out_dir(Path(out_dir) / spec.name)
     ctimes_path = out / "compile_times.json"
@@ -169,7 +202,7 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
                 continue
             head, recs = read_partial(partial)
             ds = Dataset(problem, space.to_dict(), [], tc, source=f"abductune sweep {spec.name}",
-                         meta={"fixed_configs": spec.fixed_configs(), "default_config": spec.default_config()})
+                         restricted_to_records=sample is not None, meta=dict(meta))
             if head is not None:
                 ds.baselines = dict(head.get("baselines") or {})
             else:

@@ -1,5 +1,6 @@
 """The dataset arguments that `replay` and `harvest` accept: files, folders, and the
-keywords 'public' (the public exhaustive datasets) and 'bundled' (our H100 recordings)."""
+keywords 'public' (the public exhaustive datasets), 'bundled' (our H100 recordings of the
+built-in suite) and 'zoo' / 'zoo:<class or kernel>' (our recordings of the kernel zoo)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,6 +9,7 @@ from typing import Iterable
 from ..errors import AbductuneError
 from .bundled import bundled_datasets
 from .public import list_public_datasets
+from .zoo import zoo_datasets
 
 # files in a dataset folder that are not datasets
 _NOT_DATASETS = ("manifest.json", "compile_times.json")
@@ -15,13 +17,19 @@ _SUFFIXES = (".json", ".json.gz", ".jsonl", ".jsonl.gz")
 
 
 def expand_dataset_args(items: Iterable[str]) -> list[Path]:
-    """Files, folders (every dataset file under them), and the keywords 'public' and 'bundled'."""
+    """Files, folders (every dataset file under them), and the keywords 'public', 'bundled',
+    'zoo' and 'zoo:<class or kernel>'."""
     out: list[Path] = []
     for item in items:
         if item == "public":
             out += list_public_datasets()
         elif item == "bundled":
             out += bundled_datasets()
+        elif item == "zoo" or item.startswith("zoo:"):
+            found = zoo_datasets(item.partition(":")[2])
+            if not found:
+                raise AbductuneError("no zoo datasets are installed with this copy of abductune")
+            out += found
         else:
             p = Path(item)
             if p.is_dir():
@@ -31,5 +39,5 @@ def expand_dataset_args(items: Iterable[str]) -> list[Path]:
                 out.append(p)
             else:
                 raise AbductuneError(f"dataset {item} does not exist (give a file, a folder, "
-                                     "'public' or 'bundled')")
+                                     "'public', 'bundled', 'zoo' or 'zoo:<class or kernel>')")
     return out
