@@ -46,6 +46,7 @@ from ..heuristics.harvest import geomean
 from ..heuristics.observed import ANY, hardware_keys
 from ..problem import Problem
 from ..space import Config, Space
+from . import resources
 
 log = logging.getLogger(__name__)
 
@@ -149,12 +150,16 @@ class Prediction:
     confidence: float
     extrapolates: bool
     reasons: tuple[str, ...]
+    # what moved the rule's own config to the one served ("warpgroup MMA: BLOCK_M 32 -> 64",
+    # "resource model: num_stages 4 -> 3"), in order; empty when served as the rule gave it
+    repairs: tuple[str, ...] = ()
 
     def describe(self) -> str:
         r = self.rule
         return (f"{r.kernel_class}/{r.regime}/{r.dtype_family} on {r.hardware} ({self.level}): {r.describe()}; "
                 f"confidence {self.confidence:.2f} (support {r.support}, refute {r.refute})"
-                + ("; extrapolates: " + ", ".join(self.reasons) if self.extrapolates else ""))
+                + ("; extrapolates: " + ", ".join(self.reasons) if self.extrapolates else "")
+                + ("; repaired: " + ", ".join(self.repairs) if self.repairs else ""))
 
 
 # ----------------------------------------------------------------------------- instantiation
@@ -524,11 +529,22 @@ class TheoryBook:
             except (InvalidSeed, SpaceError) as e:
                 log.debug("rule %s does not fit %s: %s", rule.key, problem.kernel, e)
                 continue
+            repairs: list[str] = []
             repaired = warpgroup_repair(problem, space, cfg)
             if repaired is not None and space.key(repaired) != space.key(cfg):
                 log.debug("rule %s on %s: %s raised to a warpgroup MMA tile: %s", rule.key, problem.kernel, cfg,
                           repaired)
+                repairs += [f"warpgroup MMA: {k} {cfg[k]} -> {repaired[k]}" for k in cfg if cfg[k] != repaired[k]]
                 cfg = repaired
+            # feasible by construction: a config the resource model says cannot launch (or will
+            # spill) is moved the least way into what fits; a rule with no such config is passed over
+            fitted, changes = resources.fit(problem, space, cfg)
+            if fitted is None:
+                log.debug("rule %s on %s: %s does not fit (%s)", rule.key, problem.kernel, cfg,
+                          resources.trouble(problem, space, cfg))
+                continue
+            repairs += [f"resource model: {c}" for c in changes]
+            cfg = fitted
             reasons = []
             octaves = 0.0  # how far outside its learned dims, in powers of two
             reads = _dims_read(rule, cls)
@@ -546,7 +562,7 @@ class TheoryBook:
             if missing:
                 reasons.append(f"roles {', '.join(missing)} absent from this space")
             conf = rule.confidence * (1.0 if level == "name" else 0.8 if level == "family" else 0.6)
-            pred = Prediction(cfg, rule, level, round(conf, 3), bool(reasons), tuple(reasons))
+            pred = Prediction(cfg, rule, level, round(conf, 3), bool(reasons), tuple(reasons), tuple(repairs))
             ranked.append(((levels[level], math.floor(octaves + 1e-9), order), pred))  # a factor of 2 is near
         out: list[Prediction] = []
         for _, pred in sorted(ranked, key=lambda t: t[0]):

@@ -1,0 +1,90 @@
+"""The resource model (theory/resources.py): hand-made configs that overflow shared memory or
+registers, role-based reading of any kernel's names, and predictions feasible by construction."""
+from __future__ import annotations
+
+from abductune.hardware import KNOWN_GPUS
+from abductune.problem import Problem
+from abductune.space import Choice, Pow2, Space
+from abductune.theory import resources
+
+H100 = KNOWN_GPUS["H100-SXM"]
+
+
+def _space(names=("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")):
+    m, n, k = names
+    return Space([Pow2(m, 16, 256), Pow2(n, 16, 256), Pow2(k, 16, 256),
+                  Choice("num_warps", [2, 4, 8, 16, 32, 64]), Choice("num_stages", [1, 2, 3, 4, 5])])
+
+
+def _problem(dtypes=None, dims=None):
+    return Problem("mm", "matmul", dims or {"M": 4096, "N": 4096, "K": 4096},
+                   dtypes or {"a": "fp16", "b": "fp16", "c": "fp16"}, hardware=H100)
+
+
+def cfg(m, n, k, w, s, names=("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")):
+    return {names[0]: m, names[1]: n, names[2]: k, "num_warps": w, "num_stages": s}
+
+
+def test_shared_memory_overflow_is_infeasible_whatever_the_names():
+    sp, p = _space(), _problem()
+    # 4 stages x (128x128 + 128x256) x 2 bytes = 384 KB: over the H100's 227 KB per block
+    assert "shared memory" in resources.infeasible(p, sp, cfg(128, 256, 128, 8, 4))
+    assert resources.infeasible(p, sp, cfg(128, 256, 64, 8, 3)) is None  # 144 KB fits
+    other = ("BM", "BN", "BK")
+    sp2 = _space(other)
+    assert "shared memory" in resources.infeasible(p, sp2, cfg(128, 256, 128, 8, 4, other))
+
+
+def test_element_size_comes_from_the_dtypes():
+    sp = _space()
+    c = cfg(128, 256, 128, 8, 3)  # 3 x 48K elements: 288 KB in fp16, 144 KB in fp8
+    assert resources.infeasible(_problem(), sp, c) is not None
+    assert resources.infeasible(_problem({"a": "fp8", "b": "fp8", "c": "bf16"}), sp, c) is None
+    # an int4 weight packs two per byte: the B tile costs half
+    fp = resources.footprint(_problem({"a": "fp16", "b": "int4", "c": "fp16"}), sp, c)
+    assert fp.smem_bytes == 3 * (128 * 128 * 2 + 128 * 256 * 0.5)
+
+
+def test_register_overflow_spills_and_too_many_threads_cannot_launch():
+    sp, p = _space(), _problem()
+    assert "accumulator" in resources.spills(p, sp, cfg(256, 256, 32, 4, 2))  # 512 per thread
+    assert resources.spills(p, sp, cfg(128, 256, 64, 8, 3)) is None  # 128: Hopper's usual best
+    assert "threads" in resources.infeasible(p, sp, cfg(64, 64, 32, 64, 2))  # 2048 threads
+
+
+def test_fit_moves_the_least_way_and_says_what_changed():
+    sp, p = _space(), _problem()
+    fixed, changes = resources.fit(p, sp, cfg(128, 256, 128, 8, 4))
+    assert fixed is not None and resources.trouble(p, sp, fixed) is None
+    assert changes and changes[0].startswith("num_stages")  # stages go first
+    assert fixed["BLOCK_SIZE_M"] == 128 and fixed["BLOCK_SIZE_N"] == 256  # the output tile stays
+    fixed2, ch2 = resources.fit(p, sp, cfg(256, 256, 32, 4, 2))  # too many accumulators: more warps
+    assert fixed2 is not None and fixed2["num_warps"] > 4 and any("num_warps" in c for c in ch2)
+    ok = cfg(64, 64, 32, 4, 3)
+    assert resources.fit(p, sp, ok) == (ok, [])
+
+
+def test_row_kernels_get_no_claim():
+    sp = Space([Pow2("BLOCK", 128, 16384), Pow2("num_warps", 1, 16)])
+    p = Problem("sm", "row_reduction", {"rows": 4096, "cols": 32000}, {"x": "fp16"}, hardware=H100)
+    assert resources.footprint(p, sp, {"BLOCK": 16384, "num_warps": 1}).smem_bytes is None
+    assert resources.infeasible(p, sp, {"BLOCK": 16384, "num_warps": 1}) is None
+
+
+def test_no_theory_prediction_is_infeasible_on_a_space_without_the_bound():
+    """A tutorial-style space that states no shared-memory constraint: every rule's served
+    config fits, and a repaired one says what the model changed."""
+    from abductune.theory.store import packaged_book
+
+    sp = Space([Pow2("BLOCK_SIZE_M", 16, 256), Pow2("BLOCK_SIZE_N", 32, 256), Pow2("BLOCK_SIZE_K", 32, 256),
+                Choice("GROUP_SIZE_M", [1, 8]), Choice("num_warps", [2, 4, 8]), Choice("num_stages", [2, 3, 4, 5, 6])])
+    book = packaged_book()
+    seen = 0
+    for dims in ({"M": 8192, "N": 8192, "K": 8192}, {"M": 16, "N": 4096, "K": 4096}, {"M": 1000, "N": 3000, "K": 2000}):
+        p = Problem("mm", "matmul", dims, {"a": "bf16", "b": "bf16", "c": "bf16"}, hardware=H100)
+        for pred in book.predictions(p, sp):
+            seen += 1
+            assert resources.infeasible(p, sp, pred.config) is None, pred.config
+            if any(r.startswith("resource model") for r in pred.repairs):
+                assert "repaired:" in pred.describe()
+    assert seen
