@@ -88,3 +88,27 @@ def test_no_theory_prediction_is_infeasible_on_a_space_without_the_bound():
             if any(r.startswith("resource model") for r in pred.repairs):
                 assert "repaired:" in pred.describe()
     assert seen
+
+
+def test_no_seed_is_infeasible_and_a_fitted_seed_says_so():
+    from abductune.heuristics import seed_configs
+    from abductune.heuristics.base import AutotunerHeuristic, HeuristicRegistry
+
+    class Greedy(AutotunerHeuristic):  # proposes the biggest tiles and the deepest pipeline
+        name = "greedy"
+
+        def get_seed_config(self, problem, hardware, space):
+            return {"BLOCK_SIZE_M": 256, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 256, "num_warps": 8, "num_stages": 6}
+
+    reg = HeuristicRegistry()
+    reg.register(Greedy())
+    sp = Space([Pow2("BLOCK_SIZE_M", 16, 256), Pow2("BLOCK_SIZE_N", 32, 256), Pow2("BLOCK_SIZE_K", 32, 256),
+                Choice("GROUP_SIZE_M", [1, 8]), Choice("num_warps", [2, 4, 8]), Choice("num_stages", [2, 3, 4, 5, 6])])
+    for dims in ({"M": 8192, "N": 8192, "K": 8192}, {"M": 16, "N": 4096, "K": 4096}):
+        p = Problem("mm", "matmul", dims, {"a": "bf16", "b": "bf16", "c": "bf16"}, hardware=H100)
+        for registry in (None, reg):
+            rep = seed_configs(p, sp, registry=registry)
+            for c in rep.configs:
+                assert resources.infeasible(p, sp, c) is None, c
+        greedy = next(f for f in rep.fired if f["name"] == "greedy")
+        assert greedy["status"] == "seed" and "resource model" in greedy["reason"]

@@ -22,6 +22,7 @@ from ..errors import InvalidSeed, SpaceError
 from ..hardware import HardwareInfo, as_hardware
 from ..problem import Problem
 from ..space import Config, Space
+from ..theory.resources import fit, trouble
 from .base import REGISTRY, HeuristicRegistry
 from .observed import Database, Exclude, load_database
 from .realize import realize
@@ -85,6 +86,16 @@ def seed_configs(problem: Problem, space: Space, hardware: HardwareInfo | str | 
     seen: dict[tuple, str] = {}
 
     def add(name: str, source: str, cfg: Config, reason: str = "", **extra: Any) -> None:
+        # feasible by construction: a seed the resource model says cannot launch (or will
+        # spill badly) is moved the least way into what fits, or dropped with its reason
+        fitted, changes = fit(problem, space, cfg)
+        if fitted is None:
+            report.fired.append(_entry(name, source, "invalid", "resource model: "
+                                       + str(trouble(problem, space, cfg)), cfg, **extra))
+            return
+        if changes:
+            reason = (f"{reason}; " if reason else "") + "resource model: " + ", ".join(changes)
+            cfg = fitted
         k = space.key(cfg)
         cfg = _jsonable(cfg)
         if k in seen:
