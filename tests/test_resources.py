@@ -2,6 +2,8 @@
 registers, role-based reading of any kernel's names, and predictions feasible by construction."""
 from __future__ import annotations
 
+import math
+
 from abductune.hardware import KNOWN_GPUS
 from abductune.problem import Problem
 from abductune.space import Choice, Pow2, Space
@@ -112,3 +114,29 @@ def test_no_seed_is_infeasible_and_a_fitted_seed_says_so():
                 assert resources.infeasible(p, sp, c) is None, c
         greedy = next(f for f in rep.fired if f["name"] == "greedy")
         assert greedy["status"] == "seed" and "resource model" in greedy["reason"]
+
+
+def test_abduction_never_measures_a_config_the_model_says_cannot_launch():
+    """A space with no shared-memory constraint whose times improve with bigger tiles and
+    deeper pipelines until shared memory runs out (as big matmuls do on Hopper): abduction
+    on an H100 problem pushes to the limit but proposes nothing over it, and logs what it
+    pruned. (Without the guard it spends 4-6 of 48 evaluations on failing configs.)"""
+    from strategy_fixtures import FakeEvaluator
+
+    from abductune.search import Budget, make_strategy, run
+
+    def fn(c):
+        if c["num_stages"] * (c["BLOCK_M"] + c["BLOCK_N"]) * c["BLOCK_K"] * 2 > H100.smem_per_block:
+            return None
+        return 10.0 / math.log2(c["BLOCK_M"] * c["BLOCK_N"]) / (1 + 0.1 * c["num_stages"]) \
+            / (1 + 0.05 * math.log2(c["BLOCK_K"])) * (1 + 0.05 * abs(math.log2(c["num_warps"]) - 2))
+
+    sp = Space([Pow2("BLOCK_M", 16, 256), Pow2("BLOCK_N", 16, 256), Pow2("BLOCK_K", 16, 256),
+                Choice("num_warps", [2, 4, 8]), Choice("num_stages", [1, 2, 3, 4, 5])])
+    ev = FakeEvaluator(sp, fn)
+    ev.problem = Problem("fake_matmul", "matmul", {"M": 4096, "N": 4096, "K": 4096},
+                         {"a": "fp16", "b": "fp16", "c": "fp16"}, hardware=H100)
+    res = run(make_strategy("abduction", seed=0), ev, Budget(48))
+    assert len(ev.calls) == 48
+    assert all(resources.infeasible(ev.problem, sp, c) is None for c in ev.calls)
+    assert any(e["event"] == "prune" and "shared memory" in e["reason"] for e in res.events)

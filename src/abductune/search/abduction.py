@@ -58,8 +58,12 @@ engine knows nothing about:
   optimum 1.5x off the best held whole runs); only when no such config is measured does TPE
   take every slot.
 
+No config the resource model (`theory.resources`) says cannot launch on the GPU is ever
+proposed, by a theory, a finishing move or TPE ("prune" in the log): it would cost a compile
+and a failed launch to learn what the tile sizes already say.
+
 Every step is logged through `ctx.log` ("prior", "observe", "hypothesis", "test", "verdict",
-"move", "fallback"), citing measurement ids where the evaluator's store set them, so `explain` can
+"move", "fallback", "prune"), citing measurement ids where the evaluator's store set them, so `explain` can
 print which measurement supported or refuted which hypothesis.
 """
 from __future__ import annotations
@@ -77,6 +81,7 @@ from ..theory.diagnose import Diagnosis, diagnose
 from ..theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger
 from ..theory.generic import generic_moves, importance, interactions
 from ..theory.library import BY_NAME, hypotheses
+from ..theory import resources
 from . import options as opt
 from .base import Proposals, SearchContext, Strategy
 from .pattern import poll_points
@@ -263,6 +268,7 @@ class _Engine:
         self._inter: dict[tuple[str, str], float] = {}
         self._pairs: list[tuple[str, str]] = []
         self.exhausted: list[Config] = []  # generic mode: incumbents where the local search stalled
+        self._cannot_run: dict[tuple, str | None] = {}  # config key -> why it cannot launch (None: it can)
 
     # -- bookkeeping
     def known(self, cfg: Config) -> bool:
@@ -283,6 +289,21 @@ class _Engine:
         self.tpe_pool.append(m)
         if self.tpe is not None:
             self.tpe.add(m)
+
+    def _runnable(self, cfg: Config) -> bool:
+        """False when the resource model says `cfg` cannot launch on this GPU (shared memory
+        over the per-block limit, too many threads): no measurement is spent on it. Logged
+        once per config as a "prune" event."""
+        p = self.ctx.problem
+        if p is None or p.hardware is None:
+            return True
+        k = self.space.key(cfg)
+        if k not in self._cannot_run:
+            why = resources.infeasible(p, self.space, cfg)
+            self._cannot_run[k] = why
+            if why is not None:
+                self.ctx.log("prune", config=cfg, reason=f"resource model: {why}")
+        return self._cannot_run[k] is None
 
     def _best(self) -> Config | None:
         b = self.ledger.best()
@@ -399,7 +420,8 @@ class _Engine:
 
         def take(t: _Test) -> bool:
             k = self.space.key(t.config)
-            if k in taken or self.known(t.config) or not self.space.is_valid(t.config):
+            if k in taken or self.known(t.config) or not self.space.is_valid(t.config) \
+                    or not self._runnable(t.config):
                 return False
             taken.add(k)
             tests.append(t)
@@ -683,14 +705,15 @@ class _Engine:
             for _try in range(MAX_TPE_RETRIES):
                 trials, [cfg] = self.tpe.ask(1)
                 k = self.space.key(cfg)
-                if not self.known(cfg) and k not in taken:
+                if not self.known(cfg) and k not in taken and self._runnable(cfg):
                     self._pending_trials[k] = trials[0]
                     got = cfg
                     break
                 prev = self.ctx.known(cfg)
                 self.tpe.study.tell(trials[0], value(prev) if prev is not None else PENALTY)
             if got is None:
-                rest = [c for c in self.space.valid_configs() if not self.known(c) and self.space.key(c) not in taken]
+                rest = [c for c in self.space.valid_configs() if not self.known(c) and self.space.key(c) not in taken
+                        and self._runnable(c)]
                 if not rest:
                     break
                 got = dict(rest[int(self.ctx.np_rng.integers(len(rest)))])
