@@ -481,3 +481,64 @@ def test_public_data_dir_env_override(tmp_path, monkeypatch):
     monkeypatch.setenv("ABDUCTUNE_PUBLIC_DATA", str(tmp_path / "missing"))
     assert public_data_dir() is None
     assert list_public_datasets() == [] and load_manifest() == []
+
+
+def test_import_dtypes_fills_flops_and_bytes_for_a_kernel_tuner_cache_and_a_t4_file(tmp_path):
+    """`import --dtypes` makes an imported matmul as complete as a recorded one: dtypes, FLOPs and
+    minimum bytes in the header; a bad --dtypes is one line with exit 2; a dataset without dtypes
+    says once what diagnosis cannot do."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from abductune.cli import main
+    from abductune.datasets.format import read_dataset
+
+    cache = {"device_name": "NVIDIA H100", "kernel_name": "gemm", "problem_size": [256, 256, 256],
+             "tune_params_keys": ["BM", "BN"], "tune_params": {"BM": [16, 32], "BN": [16, 32]},
+             "cache": {f"{m},{n}": {"BM": m, "BN": n, "time": 1.0 + m / 100 + n / 1000, "times": [1.0]}
+                       for m in (16, 32) for n in (16, 32)}}
+    src = tmp_path / "kt.json"
+    src.write_text(_json.dumps(cache))
+    before = src.read_bytes()
+    out = tmp_path / "kt.jsonl.gz"
+    r = CliRunner().invoke(main, ["import", str(src), str(out), "--kernel-class", "matmul", "--dims",
+                                  "M=256,N=256,K=256", "--dtypes", "a=fp16,b=fp16,c=fp32"])
+    assert r.exit_code == 0, r.output
+    p = read_dataset(out).problem
+    assert p.dtypes == {"a": "fp16", "b": "fp16", "c": "fp32"}
+    assert p.flops == 2.0 * 256 ** 3
+    assert p.min_bytes == 256 * 256 * (2 + 2 + 4)
+    bad = CliRunner().invoke(main, ["import", str(src), str(tmp_path / "x.jsonl.gz"), "--dtypes", "a=fp99"])
+    assert bad.exit_code == 2 and "unknown dtype 'fp99'" in bad.output
+    assert src.read_bytes() == before
+
+    from abductune.datasets import public
+
+    public._SAID_NO_DTYPES.clear()
+    import logging
+
+    records: list[logging.LogRecord] = []
+    h = logging.Handler()
+    h.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("abductune.datasets.public").addHandler(h)
+    try:
+        for _ in range(2):
+            public.load_any(src, kernel_class="matmul", dims={"M": 256, "N": 256, "K": 256})
+    finally:
+        logging.getLogger("abductune.datasets.public").removeHandler(h)
+    said = [r for r in records if "has no dtypes" in r.getMessage()]
+    assert len(said) == 1 and "roofline" in said[0].getMessage()
+
+
+def test_import_dtypes_on_a_t4_file():
+    from public_data import require_public_data
+
+    from abductune.datasets.public import load_any
+
+    t4 = require_public_data() / "t4_examples" / "ktt_coulombsum3d_RTX_2080_Ti_T4.json.gz"
+    before = t4.read_bytes()
+    ds = load_any(t4, kernel_class="elementwise", dims={"numel": 1 << 20}, dtypes={"x": "fp32", "y": "fp32"})
+    assert ds.problem.dtypes == {"x": "fp32", "y": "fp32"}
+    assert ds.problem.flops == float(1 << 20) and ds.problem.min_bytes == (1 << 20) * 8.0
+    assert t4.read_bytes() == before

@@ -12,11 +12,15 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from .errors import AbductuneError
 
-# wide enough for the result tables when output goes to a file or a pipe (rich assumes 80)
-console = Console(stderr=False, width=None if sys.stdout.isatty() else 180)
+# wide enough for the result tables when output goes to a file or a pipe (rich assumes 80),
+# unless COLUMNS says how wide the reader is
+_columns = os.environ.get("COLUMNS", "")
+console = Console(stderr=False, width=None if sys.stdout.isatty() else
+                  int(_columns) if _columns.isdigit() and int(_columns) > 0 else 180)
 err_console = Console(stderr=True)
 
 
@@ -271,12 +275,17 @@ def _replay_seeds(ds: Any) -> list[Any]:
 @click.option("--kernel-class", default=None, help="Kernel class, when the source lacks it.")
 @click.option("--dims", default=None, help="Problem dims, e.g. M=64,N=4096,K=4096.")
 @click.option("--hardware", default=None, help="GPU name (e.g. H100-SXM), when the source lacks it.")
+@click.option("--dtypes", default=None, help="Element types of the kernel's tensors, inputs then output, "
+              "e.g. a=fp16,b=fp16,c=fp16: with them FLOPs and bytes are computed for known classes, so "
+              "diagnosis has a roofline.")
 def import_cmd(source: str, out: str, kernel_class: str | None, dims: str | None,
-               hardware: str | None) -> None:
+               hardware: str | None, dtypes: str | None) -> None:
     """Convert a Kernel Tuner cache or T4 file into an abductune dataset."""
+    from .costs import parse_dtypes
     from .datasets.format import write_dataset
     from .datasets.public import load_any
 
+    dtype_map = parse_dtypes(dtypes) if dtypes else None
     _outputs_writable(out)
     dim_map = None
     if dims:
@@ -284,9 +293,12 @@ def import_cmd(source: str, out: str, kernel_class: str | None, dims: str | None
             dim_map = {k.strip(): int(v) for k, v in (kv.split("=") for kv in dims.split(","))}
         except ValueError:
             raise AbductuneError(f"--dims must look like M=64,N=4096, got {dims!r}") from None
-    ds = load_any(source, kernel_class=kernel_class, dims=dim_map, hardware=hardware)
+    ds = load_any(source, kernel_class=kernel_class, dims=dim_map, hardware=hardware, dtypes=dtype_map)
     write_dataset(ds, out)
-    console.print(f"wrote {out}: {len(ds.records)} configs, optimum {ds.optimum().time_ms:.4g} ms")
+    p = ds.problem
+    costs = (f"; {p.flops:.4g} FLOPs, {p.min_bytes:.4g} bytes at least" if p.flops and p.min_bytes else
+             f"; FLOPs and bytes unknown for class {p.kernel_class!r}" if p.dtypes else "")
+    console.print(f"wrote {out}: {len(ds.records)} configs, optimum {ds.optimum().time_ms:.4g} ms{costs}")
 
 
 def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, int]]:
@@ -442,23 +454,58 @@ def format_config(cfg: dict[str, Any] | None) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in cfg.items())
 
 
-def _print_outcomes(outcomes: list[Any], mode: str) -> None:
+def _fmt_us(v: float | None) -> str:
+    """A time in ms as a bare number of µs (the compact table's unit is in its title)."""
+    if v is None:
+        return "-"
+    us = v * 1e3
+    return f"{us:.1f}" if us < 1000 else f"{us:.0f}"
+
+
+def tune_table(outcomes: list[Any], mode: str, width: int | None = None) -> Table:
+    """The result table of `tune`: one row per shape, wide where the terminal allows it; on a
+    narrower one (80 columns) a compact layout -- kernels as section lines, times in µs with
+    the unit in the title, shapes wrapped at their commas -- so no cell is cut."""
+    seconds = "simulated s" if mode == "replay" else "seconds"  # replay: recorded compile + bench costs
     table = Table(title=f"abductune tune ({mode})")
     cols = ["#", "kernel", "shape", "time", "fixed list best", "default", "torch", "ship"]
     if mode == "replay":
         cols.append("optimum")
-    cols += ["evals", "seconds"]
+    cols += ["evals", seconds]
     for c in cols:
         table.add_column(c, justify="left" if c in ("kernel", "shape") else "right")
+    rows = []
     for i, o in enumerate(outcomes, 1):
         d = o.to_dict()
-        row = [str(i), o.kernel, ",".join(f"{a}={b}" for a, b in o.dims.items()), _fmt_ms(d["winner_ms"]),
-               _fmt_ms(d["fixed_best_ms"]), _fmt_ms(d["default_ms"]), _fmt_ms(d["torch_ms"]), d["best_impl"]]
-        if mode == "replay":
-            row.append(_fmt_ms(d["optimum_ms"]))
-        row += [str(o.evaluations), f"{o.seconds:.1f}"]
-        table.add_row(*row)
-    console.print(table)
+        times = [d["winner_ms"], d["fixed_best_ms"], d["default_ms"], d["torch_ms"]]
+        opt = [d["optimum_ms"]] if mode == "replay" else []
+        rows.append((i, o, times, opt, d["best_impl"]))
+        table.add_row(str(i), o.kernel, ",".join(f"{a}={b}" for a, b in o.dims.items()),
+                      *map(_fmt_ms, times), d["best_impl"], *map(_fmt_ms, opt),
+                      str(o.evaluations), f"{o.seconds:.1f}")
+    if width is None or console.measure(table, options=console.options.update_width(width)).maximum <= width:
+        return table
+    note = ", seconds simulated from recorded costs" if mode == "replay" else ""
+    compact = Table(title=f"abductune tune ({mode}): times in µs{note}", box=None, pad_edge=False,
+                    padding=(0, 0, 0, 2), show_edge=False, header_style="bold")
+    heads = ["#", "kernel, shape", "time", "fixed\nlist\nbest", "default", "torch", "ship"]
+    heads += (["optimum"] if mode == "replay" else []) + ["evals", "sim.\ns" if mode == "replay" else "s"]
+    for h in heads:
+        # only the shape wraps (at its commas); a name longer than the column folds, never "…"
+        compact.add_column(h, justify="left" if h == "kernel, shape" else "right",
+                           no_wrap=h != "kernel, shape", overflow="fold")
+    kernel = None
+    for i, o, times, opt, ship in rows:
+        if o.kernel != kernel:
+            kernel = o.kernel
+            compact.add_row("", Text(kernel, style="bold"))
+        compact.add_row(str(i), ", ".join(f"{a}={b}" for a, b in o.dims.items()), *map(_fmt_us, times), ship,
+                        *map(_fmt_us, opt), str(o.evaluations), f"{o.seconds:.1f}")
+    return compact
+
+
+def _print_outcomes(outcomes: list[Any], mode: str) -> None:
+    console.print(tune_table(outcomes, mode, console.width))
     # the winners on their own lines, never cut: a user pastes them into code
     for i, o in enumerate(outcomes, 1):
         click.echo(f"#{i} {o.kernel} {','.join(f'{a}={b}' for a, b in o.dims.items())}: "

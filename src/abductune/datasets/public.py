@@ -112,10 +112,39 @@ def load_any(path: str | Path, *, strict: bool = False, **overrides: Any) -> Dat
     kind = detect_format(obj)
     if kind == "kernel_tuner":
         overrides.pop("timeunit", None)
-        return from_cache_dict(obj, path=path, **overrides)
+        return _with_costs(from_cache_dict(obj, path=path, **overrides))
     if kind == "t4":
-        return from_t4_dict(obj, path=path, **overrides)
+        return _with_costs(from_t4_dict(obj, path=path, **overrides))
     keys = ", ".join(sorted(obj)[:8]) if isinstance(obj, dict) else type(obj).__name__
     raise DatasetError(f"{path}: not a dataset abductune knows (an abductune dataset has a "
                        f"header with \"format\": \"{FORMAT}\", a Kernel Tuner cache has \"cache\" "
                        f"and \"tune_params\", a T4 file has \"results\"); found: {keys}")
+
+
+_SAID_NO_DTYPES: list[bool] = []  # said once per process, not once per file
+
+
+def _with_costs(ds: Dataset) -> Dataset:
+    """An imported dataset with FLOPs and minimum bytes filled in where its class, dims and
+    dtypes allow (`costs.problem_costs`). One without dtypes says once per process what
+    diagnosis cannot do without them."""
+    import dataclasses
+    import logging
+
+    from ..costs import problem_costs
+
+    p = ds.problem
+    if not p.dtypes:
+        if not _SAID_NO_DTYPES:
+            _SAID_NO_DTYPES.append(True)
+            logging.getLogger(__name__).warning(
+                "%s has no dtypes: diagnosis has no roofline (FLOPs, bytes), so it cannot tell whether a "
+                "config is memory- or compute-bound, and abduction searches it in generic mode; import it "
+                "with --dtypes a=fp16,b=fp16,c=fp16 (the tensors' element types)", ds.path or ds.name)
+        return ds
+    if p.flops > 0 and p.min_bytes > 0:
+        return ds
+    got = problem_costs(p.kernel_class, p.dims, p.dtypes)
+    if got is not None:
+        ds.problem = dataclasses.replace(p, flops=got[0], min_bytes=got[1])
+    return ds

@@ -33,27 +33,16 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..costs import DEFAULT_BYTES, element_bytes
 from ..problem import Problem
 from ..space import Config, Space
 
-# bytes per element, by dtype name (packed 4-bit types count half a byte)
-ELEMENT_BYTES: dict[str, float] = {
-    "fp64": 8, "fp32": 4, "tf32": 4, "int32": 4, "uint32": 4, "fp16": 2, "bf16": 2, "int16": 2,
-    "fp8": 1, "e4m3": 1, "e5m2": 1, "fp8e4m3": 1, "fp8e5m2": 1, "int8": 1, "uint8": 1,
-    "int4": 0.5, "uint4": 0.5, "fp4": 0.5, "e2m1": 0.5, "mxfp4": 0.5, "nvfp4": 0.5,
-}
-# when the problem names no dtype (public data), tiles are taken as 16-bit
-DEFAULT_BYTES = 2
 # Triton's num_stages default, for a space that does not tune stages
 DEFAULT_STAGES = 3
 # fp32 accumulator values per thread past which most of the accumulator spills (module docstring)
 ACC_MAX = 128
 # pipeline depth `fit` keeps while it can shrink the K tile instead
 STAGES_KEPT = 3
-
-
-def element_bytes(dtype: str | None) -> float:
-    return ELEMENT_BYTES.get((dtype or "").lower(), DEFAULT_BYTES)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,76 @@
+"""What a problem costs at best: its FLOPs and the minimum bytes it must move, from its kernel
+class, its dims (under any spelling `classify` knows) and the element types of its tensors.
+
+A recorded dataset states both (the kernel spec computes them); an imported Kernel Tuner or T4
+file does not, and without them diagnosis has no roofline: it cannot tell a memory-bound config
+from a compute-bound one, so `import --dtypes` fills them in here for the classes below. Each
+tensor named in `dtypes` is read or written once, in the order inputs then output:
+
+- matmul / quantized_matmul (M, N, K): 2·M·N·K FLOPs; A (M×K), B (K×N) and C (M×N) in the
+  first, second and last dtype (one dtype: all three);
+- attention (batch, heads, seq, head_dim): 4·b·h·s²·d FLOPs (QKᵀ and PV); Q, K, V and O of
+  b·h·s·d elements each in the first dtype;
+- row_reduction (rows, cols): 4 FLOPs per element (max or mean, exponent or square, sum,
+  scale); the input and an output of the same size, in the first and last dtype;
+- elementwise (numel): one FLOP per element; every named tensor of numel elements.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from .classify import canonical_dims
+
+# bytes per element, by dtype name (packed 4-bit types count half a byte)
+ELEMENT_BYTES: dict[str, float] = {
+    "fp64": 8, "fp32": 4, "tf32": 4, "int32": 4, "uint32": 4, "fp16": 2, "bf16": 2, "int16": 2,
+    "fp8": 1, "e4m3": 1, "e5m2": 1, "fp8e4m3": 1, "fp8e5m2": 1, "int8": 1, "uint8": 1,
+    "int4": 0.5, "uint4": 0.5, "fp4": 0.5, "e2m1": 0.5, "mxfp4": 0.5, "nvfp4": 0.5,
+}
+# when a problem names no dtype, tensors are taken as 16-bit
+DEFAULT_BYTES = 2
+KNOWN_CLASSES = ("matmul", "quantized_matmul", "attention", "row_reduction", "elementwise")
+
+
+def element_bytes(dtype: str | None) -> float:
+    return ELEMENT_BYTES.get((dtype or "").lower(), DEFAULT_BYTES)
+
+
+def known_dtype(name: str) -> bool:
+    return name.lower() in ELEMENT_BYTES
+
+
+def problem_costs(kernel_class: str, dims: Mapping[str, int], dtypes: Mapping[str, str]) -> tuple[float, float] | None:
+    """(FLOPs, minimum bytes), or None when the class or its dims are not known here."""
+    d = canonical_dims(kernel_class, dims)
+    sizes = [element_bytes(t) for t in dtypes.values()] or [DEFAULT_BYTES]
+    first, second, last = sizes[0], sizes[1] if len(sizes) > 1 else sizes[0], sizes[-1]
+    if kernel_class in ("matmul", "quantized_matmul") and all(k in d for k in "MNK"):
+        m, n, k = d["M"], d["N"], d["K"]
+        return 2.0 * m * n * k, m * k * first + k * n * second + m * n * last
+    if kernel_class == "attention" and all(k in d for k in ("batch", "heads", "seq", "head_dim")):
+        bh, s, hd = d["batch"] * d["heads"], d["seq"], d["head_dim"]
+        return 4.0 * bh * s * s * hd, 4.0 * bh * s * hd * first
+    if kernel_class == "row_reduction" and "rows" in d and "cols" in d:
+        n = d["rows"] * d["cols"]
+        return 4.0 * n, n * (first + last)
+    if kernel_class == "elementwise" and "numel" in d:
+        return float(d["numel"]), d["numel"] * float(sum(sizes))
+    return None
+
+
+def parse_dtypes(text: str) -> dict[str, str]:
+    """'a=fp16,b=fp16,c=fp16' -> {"a": "fp16", ...}; one clear error naming what is wrong."""
+    from .errors import AbductuneError
+
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        name, eq, dt = part.partition("=")
+        name, dt = name.strip(), dt.strip().lower()
+        if not eq or not name or not dt:
+            raise AbductuneError(f"--dtypes must look like a=fp16,b=fp16,c=fp16, got {text!r}")
+        if name in out:
+            raise AbductuneError(f"--dtypes names tensor {name!r} twice")
+        if not known_dtype(dt):
+            raise AbductuneError(f"--dtypes: unknown dtype {dt!r} for {name}; known: {', '.join(ELEMENT_BYTES)}")
+        out[name] = dt
+    return out
