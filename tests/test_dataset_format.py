@@ -204,3 +204,33 @@ def test_tuple_valued_choice_round_trip(tmp_path):
     back = read_dataset(p)
     assert [m.config for m in back.records] == [m.config for m in recs]
     assert len(back.space()) == 4
+
+
+def test_a_fixed_sample_of_a_large_space_is_trusted_once_recorded_whole(tmp_path):
+    """`sweep` records spaces past 1,000 valid configs as a fixed sample (plus the kernel's own
+    list); replay trusts its optimum when every sampled config has a record, and says it is a sample."""
+    from abductune.datasets.format import Dataset, read_dataset, require_exhaustive, write_dataset
+    from abductune.errors import DatasetError
+    from abductune.measurement import Measurement
+    from abductune.problem import Problem
+    from abductune.space import Pow2, Space
+    from abductune.sweep import sample_configs
+
+    space = Space([Pow2("A", 1, 64), Pow2("B", 1, 64), Pow2("C", 1, 64), Pow2("D", 1, 4)])  # 1,029 configs
+    own = [{"A": 64, "B": 64, "C": 64, "D": 4}]
+    chosen, sample = sample_configs(space, own, size=50, seed=3)
+    assert sample is not None and sample["valid_in_space"] == 1029 and len(chosen) == sample["size"]
+    assert space.key(own[0]) in {space.key(c) for c in chosen}
+    assert chosen == sample_configs(space, own, size=50, seed=3)[0]  # fixed: same for every shape and strategy
+    recs = [Measurement(c, "ok", time_ms=1.0 + i / 100) for i, c in enumerate(chosen)]
+    ds = Dataset(Problem("k", "other", {"n": 1}), space.to_dict(), recs, restricted_to_records=True,
+                 meta={"sample": sample})
+    path = tmp_path / "s.jsonl.gz"
+    write_dataset(ds, path)
+    back = read_dataset(path)
+    cov = require_exhaustive(back)
+    assert cov.trusted() and cov.valid == len(chosen) and "fixed sample of the space's 1029" in cov.describe()
+    assert len(back.space().valid_configs()) == len(chosen)  # the search space is the sample
+    back.records = back.records[:-1]
+    with pytest.raises(DatasetError, match="not exhaustive"):
+        require_exhaustive(back)

@@ -60,6 +60,8 @@ class Coverage:
     outside_values: int = 0
     failing_constraints: int = 0
     restricted_to_records: bool = False
+    # a fixed sample (the header's meta.sample): `valid` counts the sample, this the whole space
+    sampled_from: int = 0
 
     @property
     def fraction(self) -> float:
@@ -68,7 +70,9 @@ class Coverage:
 
     @property
     def min_fraction(self) -> float:
-        """The default threshold for this kind of dataset."""
+        """The default threshold for this kind of dataset: a fixed sample must be recorded whole."""
+        if self.sampled_from:
+            return STATED_MIN_FRACTION
         return RESTRICTED_MIN_FRACTION if self.restricted_to_records else STATED_MIN_FRACTION
 
     def trusted(self, min_fraction: float | None = None) -> bool:
@@ -79,13 +83,14 @@ class Coverage:
             return False
         if min_fraction is not None:
             return self.fraction >= min_fraction
-        if self.restricted_to_records and self.covered < RESTRICTED_MIN_CONFIGS:
+        if self.restricted_to_records and not self.sampled_from and self.covered < RESTRICTED_MIN_CONFIGS:
             return False
         return self.fraction >= self.min_fraction
 
     def describe(self) -> str:
         """One line for a report: '864 records, 864 distinct, cover 864/864 valid configs (100.0%)'."""
-        kind = (" of the product of recorded values (true restrictions unknown)"
+        kind = (f" of a fixed sample of the space's {self.sampled_from}" if self.sampled_from else
+                " of the product of recorded values (true restrictions unknown)"
                 if self.restricted_to_records else "")
         parts = [f"{self.records} records, {self.distinct} distinct configs, cover {self.covered}/"
                  f"{self.valid} valid configs{kind} ({100 * self.fraction:.1f}%)"]
@@ -168,11 +173,17 @@ class Dataset:
             covered = sum(1 for k in distinct if base.is_valid(base.from_key(k)))
         except SpaceError as e:
             raise SpaceError(f"{where}: {e}") from None
+        sample = self.meta.get("sample") if isinstance(self.meta.get("sample"), dict) else None
+        valid, sampled_from = self._stated_valid[1], 0
+        if sample and isinstance(sample.get("size"), int) and sample["size"] > 0:
+            # a fixed sample of a large space (`abductune sweep` past 1,000 valid configs): the
+            # optimum is the sample's, trusted once every sampled config has a record
+            valid, sampled_from = sample["size"], self._stated_valid[1]
         return Coverage(records=len(self.records), distinct=len(distinct),
-                        duplicates=len(keys) - len(distinct), valid=self._stated_valid[1],
+                        duplicates=len(keys) - len(distinct), valid=valid,
                         covered=covered, outside_values=self.dropped.get("outside_values", 0),
                         failing_constraints=self.dropped.get("failing_constraints", 0),
-                        restricted_to_records=self.restricted_to_records)
+                        restricted_to_records=self.restricted_to_records, sampled_from=sampled_from)
 
     @property
     def coverage_fraction(self) -> float:
