@@ -1,6 +1,9 @@
-"""Zero-shot configs (no measurement), leave-one-shape-out, on the bundled H100 datasets.
+"""Zero-shot configs (no measurement), leave-one-shape-out, on recorded datasets.
 
-    python benchmarks/bench_zeroshot.py [--json benchmarks/results/zeroshot.json]
+    python benchmarks/bench_zeroshot.py [DATASETS ...] [--json benchmarks/results/zeroshot.json]
+
+DATASETS: files, folders, 'bundled' (the default: our H100 recordings of the built-in suite),
+'zoo' or 'zoo:<class or kernel>' (`abductune.datasets.paths.expand_dataset_args`).
 
 For each recorded shape, each source names one config without measuring anything, using only
 knowledge from the other shapes; its recorded time over the shape's optimum is the score:
@@ -9,7 +12,13 @@ knowledge from the other shapes; its recorded time over the shape's optimum is t
   of the dims), reused exactly: what caching schedules rather than rules does;
 - observed: the observed database with this shape's rules left out (none left: "-");
 - heuristics: the first registry heuristic that fires;
-- fixed[0]: the first config of the kernel's own list; default: the space's default.
+- fixed[0]: the first config of the kernel's own list; default: the space's default;
+- nvidia: NVIDIA's analytic GEMM model's top-1 (nvMatmulHeuristics, target TRITON; matmuls on
+  GPUs it describes, `heuristics/nvidia.py`), and nvidia_top8: the best recorded of its top 8.
+  It learns nothing from any dataset. Without the package these columns are "-".
+A cell is the geomean of recorded time / the shape's optimum (worst); "n infeasible" counts
+configs recorded as failing (for nvidia_top8: shapes where all eight failed), "n unrecorded"
+configs the dataset has no time for (sampled zoo datasets).
 """
 from __future__ import annotations
 
@@ -30,25 +39,44 @@ def nearest(problem, others):
     return min(others, key=dist) if others else None
 
 
-def first_seed(report, source: str):
-    """The config of the first seed `source` ("observed", "registry") put in a SeedReport."""
-    return next((f.get("config") for f in report.fired if f.get("source") == source and f.get("status") == "seed"),
-                None)
+def first_seed(report, source: str, skip=("nvidia_model",)):
+    """The config of the first seed `source` ("observed", "registry") put in a SeedReport;
+    the NVIDIA model (`skip`) has a column of its own, so "heuristics" stays our rules."""
+    return next((f.get("config") for f in report.fired if f.get("source") == source
+                 and f.get("status") == "seed" and f.get("name") not in skip), None)
+
+
+def nvidia_configs(problem, space, k):
+    """The NVIDIA model's top `k` realized in `space`, [] when it cannot serve the problem."""
+    from abductune.errors import AbductuneError
+    from abductune.heuristics import nvidia
+    if not nvidia.available() or nvidia.why_not(problem) is not None:
+        return []
+    try:
+        return list(nvidia.nvidia_topk(problem, space, k))
+    except AbductuneError:
+        return []
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("datasets", nargs="*", default=["bundled"],
+                    help="files, folders, 'bundled', 'zoo' or 'zoo:<class or kernel>'")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
-    from abductune.datasets.bundled import bundled_datasets
     from abductune.datasets.format import read_dataset
+    from abductune.datasets.paths import expand_dataset_args
     from abductune.heuristics import seed_configs
     from abductune.heuristics.harvest import observation_from_dataset
     from abductune.theory.store import packaged_book, predict
 
     book = packaged_book()
-    data = [read_dataset(p) for p in bundled_datasets()]
+    from abductune.errors import AbductuneError
+    try:
+        data = [read_dataset(p) for p in expand_dataset_args(args.datasets or ["bundled"])]
+    except AbductuneError as e:
+        sys.exit(f"error: {e}")
     obs = [observation_from_dataset(d) for d in data]
     rows = []
     for ds, o in zip(data, obs):
@@ -59,19 +87,36 @@ def main() -> None:
                 return None
             t = o.time_of(cfg)
             return (t / o.optimum) if t is not None and math.isfinite(t) else None
+
+        def state(cfg):
+            if cfg is None:
+                return None
+            t = o.time_of(cfg)
+            return "unrecorded" if t is None else ("ok" if math.isfinite(t) else "infeasible")
         p = predict(pb, space, book=book, exclude=pb)
         near = nearest(pb, [x for x in obs if x.problem.kernel == pb.kernel and x is not o])
         near_cfg = near.ranked(1)[0] if near else None
         rep = seed_configs(pb, space, pb.hardware, exclude=pb)
         observed, heur = first_seed(rep, "observed"), first_seed(rep, "registry")
+        nv8 = nvidia_configs(pb, space, 8)
+        nv8_ratios = [r for r in map(ratio, nv8) if r is not None]
+        nv8_state = (None if not nv8 else "ok" if nv8_ratios else
+                     "infeasible" if any(state(c) == "infeasible" for c in nv8) else "unrecorded")
         fixed = (ds.meta.get("fixed_configs") or [None])[0]
         default = ds.meta.get("default_config") or space.default()
         rows.append({"kernel": pb.kernel, "shape": ds.name,
                      "theory": ratio(p.config if p else None), "theory_rule": p.describe() if p else None,
                      "nearest_shape": ratio(near_cfg), "nearest": near.name if near else None,
                      "observed": ratio(observed), "heuristics": ratio(heur), "fixed_first": ratio(fixed),
-                     "default": ratio(default)})
-    cols = ["theory", "nearest_shape", "observed", "heuristics", "fixed_first", "default"]
+                     "default": ratio(default),
+                     "nvidia": ratio(nv8[0] if nv8 else None), "nvidia_top8": min(nv8_ratios, default=None),
+                     "nvidia_config": nv8[0] if nv8 else None, "nvidia_k": len(nv8),
+                     "state": {"theory": state(p.config if p else None), "nearest_shape": state(near_cfg),
+                               "observed": state(observed), "heuristics": state(heur),
+                               "fixed_first": state(fixed), "default": state(default),
+                               "nvidia": state(nv8[0] if nv8 else None), "nvidia_top8": nv8_state}})
+    cols = ["theory", "nearest_shape", "observed", "heuristics", "fixed_first", "default", "nvidia",
+            "nvidia_top8"]
     by_kernel: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_kernel[r["kernel"]].append(r)
@@ -84,13 +129,17 @@ def main() -> None:
         summary[k] = {}
         for c in cols:
             xs = [r[c] for r in rs if r[c] is not None]
+            bad = sum(r["state"].get(c) == "infeasible" for r in rs)
+            unrec = sum(r["state"].get(c) == "unrecorded" for r in rs)
+            notes = (f", {bad} infeasible" if bad else "") + (f", {unrec} unrecorded" if unrec else "")
             if not xs:
-                cells.append("-")
+                cells.append("-" + (f" ({notes[2:]})" if notes else ""))
                 continue
             g = math.exp(sum(map(math.log, xs)) / len(xs))
-            summary[k][c] = {"geomean": g, "worst": max(xs), "covered": len(xs)}
+            summary[k][c] = {"geomean": g, "worst": max(xs), "covered": len(xs), "infeasible": bad,
+                             "unrecorded": unrec}
             cells.append(f"{g:.3f} (worst {max(xs):.2f}" + (f", {len(xs)}/{len(rs)}" if len(xs) < len(rs) else "")
-                         + ")")
+                         + notes + ")")
         print(f"| {k} | {len(rs)} | " + " | ".join(cells) + " |")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
