@@ -345,6 +345,113 @@ def test_newer_schema_names_the_path(tmp_path: Path):
     assert str(path) in str(e.value) and "upgrade abductune" in str(e.value)
 
 
+def _newer_store(path: Path) -> bytes:
+    """A store of a future schema in rollback-journal mode; returns its bytes."""
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode = DELETE")
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    db.commit()
+    db.close()
+    return path.read_bytes()
+
+
+def test_a_refused_newer_store_is_left_byte_for_byte_unchanged(tmp_path: Path):
+    """Issue 28 item 11: the version is read before any pragma that changes the file (WAL is
+    recorded in the file's header), so a refused store keeps its bytes and gets no journal."""
+    path = tmp_path / "new.sqlite"
+    before = _newer_store(path)
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match="newer than this abductune understands"):
+            Store(path, read_only=read_only)
+        assert path.read_bytes() == before
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["new.sqlite"]
+
+
+def test_a_refused_foreign_database_is_left_unchanged(tmp_path: Path):
+    path = tmp_path / "app.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE users (name TEXT)")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match="not an abductune store"):
+        Store(path)
+    assert path.read_bytes() == before
+
+
+def test_a_read_only_store_answers_reads_and_refuses_writes_at_once(tmp_path: Path, ctx: Context):
+    """Issue 28 item 12: opened read-only (SQLite mode=ro), reads answer, and the first write
+    fails at once with one line naming the file and the fix; the file is unchanged."""
+    path = tmp_path / "s.sqlite"
+    with Store(path) as s:
+        s.put(ctx, Measurement({"a": 1}, time_ms=1.0))
+    before = path.read_bytes()
+    with Store(path, read_only=True) as s:
+        assert s.read_only and s.best(ctx).time_ms == 1.0
+        t0 = time.perf_counter()
+        with pytest.raises(StoreError) as e:
+            s.put(ctx, Measurement({"a": 2}, time_ms=2.0))
+        assert time.perf_counter() - t0 < 1.0
+        msg = str(e.value)
+        assert str(path) in msg and "read-only" in msg and "chmod u+w" in msg and "\n" not in msg
+        with pytest.raises(StoreError, match="read-only"):
+            s.start_run(ctx, "pattern")
+    assert path.read_bytes() == before
+
+
+def test_a_store_the_user_cannot_write_is_opened_read_only(tmp_path: Path, ctx: Context,
+                                                          monkeypatch: pytest.MonkeyPatch):
+    from abductune.store import _sqlite
+
+    path = tmp_path / "s.sqlite"
+    with Store(path) as s:
+        s.put(ctx, Measurement({"a": 1}, time_ms=1.0))
+    monkeypatch.setattr(_sqlite, "read_only_reason", lambda p: "the file is not writable")
+    with Store(path) as s:
+        assert s.read_only and len(s.measurements(ctx)) == 1
+        with pytest.raises(StoreError, match="the file is not writable"):
+            s.put(ctx, Measurement({"a": 2}, time_ms=2.0))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write a file whatever its mode")
+def test_a_chmod_read_only_store_is_detected(tmp_path: Path, ctx: Context):
+    path = tmp_path / "s.sqlite"
+    with Store(path) as s:
+        s.put(ctx, Measurement({"a": 1}, time_ms=1.0))
+    path.chmod(0o444)
+    with Store(path) as s:
+        assert s.read_only and s.best(ctx).time_ms == 1.0
+
+
+def test_tests_never_open_the_real_default_store(tmp_path: Path, ctx: Context):
+    """Issue 28 item 7: tests/conftest.py gives every test a temporary default store, so
+    `Store()`, the decorator without store= and `cache` without --store stay in tmp_path."""
+    from click.testing import CliRunner
+    from conftest import REAL_DEFAULT_STORE
+
+    from abductune.autotune import _STORES, _open_store
+    from abductune.cli import main
+
+    def state() -> tuple:
+        return tuple(q.stat().st_mtime_ns if q.exists() else None
+                     for q in (REAL_DEFAULT_STORE, Path(f"{REAL_DEFAULT_STORE}-wal")))
+    before = state()
+    assert default_path().is_relative_to(tmp_path) and default_path() != REAL_DEFAULT_STORE
+    with Store() as s:
+        s.put(ctx, Measurement({"a": 1}, time_ms=1.0))
+        assert Path(s.path).is_relative_to(tmp_path)
+    opened = _open_store(None)
+    try:
+        assert Path(opened.path).is_relative_to(tmp_path)
+    finally:
+        _STORES.pop(opened.path, None)
+        opened.close()
+    r = CliRunner().invoke(main, ["cache", "ls"])
+    assert r.exit_code == 0, r.output + r.stderr
+    assert state() == before  # the real default store was neither created nor written
+
+
 def test_foreign_sqlite_database_is_refused(tmp_path: Path):
     path = tmp_path / "app.db"
     db = sqlite3.connect(path)

@@ -10,7 +10,9 @@ What happens in `run`:
 1. Earlier runs of the same tune (same problem, space, toolchain, strategy, seed, options)
    are found in the journal; runs of dead processes are marked interrupted; their search
    rows are charged to this run's budget, and the strategy replays its path from the memo
-   for free, so a rerun spends only what is left and a finished tune spends nothing.
+   for free, so a rerun spends only what is left and a finished tune spends nothing (a
+   search that stopped early because it had settled is finished too). A read-only store
+   answers such a rerun without writing; anything that must be measured fails at once.
 2. The strategy runs; every batch is claimed in the store first, so a second process tuning
    the same problem waits for a config the first is measuring instead of measuring it again.
 3. Baselines (the fixed list, the default, the vendor library) are taken from the store when
@@ -151,6 +153,8 @@ class Session:
         configs = [dict(c) for c in configs]
         if not configs:
             return []
+        if self.store.read_only:  # before anything is timed: its row could not be kept
+            raise self.store.read_only_error()
         if kind in ("remeasure", "verify"):
             t0 = time.perf_counter()
             ms = self.evaluator.remeasure(configs, rounds=RUNOFF_ROUNDS if kind == "verify" else 1)
@@ -227,7 +231,9 @@ class Session:
         clock0 = self.evaluator.clock
         store, ctx = self.store, self.context
         t0 = time.perf_counter()
-        store.reap_dead_runs()
+        read_only = store.read_only  # answers from what is stored; anything to write fails at once
+        if not read_only:
+            store.reap_dead_runs()
         prior = [r for r in store.runs(ctx, tune_key=self.tune_key)] if self.resume else []
         # runs alive in another process are not charged: they share measurements through claims
         charged = [r for r in prior if r.status != "running"]
@@ -235,13 +241,22 @@ class Session:
         spent_s = sum(m.cost_s for m in store.measurements(ctx, run_ids=[r.id for r in charged],
                                                            kinds=("search", "seed", "remeasure")))
         remaining = self.budget.minus(spent, spent_s)
+        # a search that stopped because it had settled is finished: its rerun answers from the
+        # store (the strategy replays its path from the memo) and measures nothing new
+        settled = any(r.status == "done" and (r.summary.get("settled") or any(
+            e.get("event") == "stop" for e in r.summary.get("events") or ())) for r in charged)
+        if settled:
+            remaining = Budget(0, None if remaining.seconds is None else 0.0)
         memo = store.memo(ctx, self.space)
         knowledge = Knowledge(history=store.measurements(ctx), theory_evidence=store.theory_evidence(ctx))
         last = charged[-1] if charged else None
         options = {**self.options, "seed": self.strategy.seed,
                    "budget": [self.budget.evaluations, self.budget.seconds]}
-        self.run_id = store.start_run(ctx, self.strategy.name, options, self.heuristics,
-                                      tune_key=self.tune_key, resumes=last.id if last else None)
+        if read_only:  # no journal entry: a run that measures nothing leaves the file as it was
+            self.run_id = last.id if last is not None else 0
+        else:
+            self.run_id = store.start_run(ctx, self.strategy.name, options, self.heuristics,
+                                          tune_key=self.tune_key, resumes=last.id if last else None)
         self._add_time("store", t0)
         if last is not None:
             log.info("%s: resuming run %d (%d evaluations already spent, %s left)", self.problem.kernel,
@@ -268,7 +283,8 @@ class Session:
             self._add_time("judge", t0)
         except BaseException:
             try:
-                store.finish_run(self.run_id, "interrupted")
+                if not read_only:
+                    store.finish_run(self.run_id, "interrupted")
             except Exception:  # noqa: BLE001 - the original error matters more
                 log.warning("could not mark run %s interrupted", self.run_id)
             raise
@@ -285,7 +301,10 @@ class Session:
                    "wall_s": wall, "timing": self.timing,
                    "winner_ms": winner.time_ms if winner is not None else None,
                    "seeds": [{"config": s.config, "source": s.source} for s in self.seeds],
-                   "runoff_ids": [m.id for m in runoff], "events": res.events}
+                   "runoff_ids": [m.id for m in runoff], "events": res.events,
+                   "settled": settled or any(e.get("event") == "stop" for e in res.events)}
+        if read_only:
+            return result
         store.add_theory_evidence(ctx, verdict_tallies(res.events), self.run_id)
         store.finish_run(self.run_id, "done", winner_id=winner.id if winner else None, summary=summary)
         return result

@@ -268,10 +268,12 @@ def pid_alive(pid: int | None) -> bool:
 
 class Store:
     """SQLite measurement store. `Store()` opens the default path; `Store(path)` any file
-    (":memory:" for a private in-memory store). Use as a context manager or call close()."""
+    (":memory:" for a private in-memory store). Use as a context manager or call close().
+    A file abductune cannot write (or `read_only=True`) is opened read-only: reads answer,
+    and the first write raises StoreError at once, naming the file and the fix."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None, *, timeout: float = 30.0,
-                 must_exist: bool = False):
+                 must_exist: bool = False, read_only: bool = False):
         if path is not None and str(path) == ":memory:":
             self.path = ":memory:"
         else:
@@ -280,8 +282,16 @@ class Store:
                 raise StoreError(f"store {self.path} does not exist; check the path (a new store is "
                                  "only created where a tune writes)")
         self.timeout = float(timeout)
-        self._c = Connection(self.path, timeout, _classification)
+        self._c = Connection(self.path, timeout, _classification, read_only=read_only)
         self._host = socket.gethostname()
+
+    @property
+    def read_only(self) -> bool:
+        """Whether this store only answers (a write raises StoreError at once)."""
+        return self._c.read_only
+
+    def read_only_error(self) -> StoreError:
+        return StoreError(self._c.read_only_message())
 
     # -- plumbing
     def _write(self, body: Any) -> Any:

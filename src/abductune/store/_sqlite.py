@@ -114,6 +114,21 @@ TABLES = ("meta", "contexts", "measurements", "runs", "claims", "theories")
 _VIEWS = ("measurement_rows", "latest_measurements", "config_best", "best_configs")
 
 
+def read_only_reason(path: str) -> str | None:
+    """Why abductune cannot write the existing store file at `path` (None: it can, or the
+    file does not exist yet). SQLite also writes journal files beside the store."""
+    if path == ":memory:":
+        return None
+    p = Path(path)
+    if not p.is_file():
+        return None
+    if not os.access(p, os.W_OK):
+        return "the file is not writable"
+    if not os.access(p.resolve().parent, os.W_OK):
+        return f"its folder {p.resolve().parent} is not writable"
+    return None
+
+
 def is_busy(e: sqlite3.Error) -> bool:
     msg = str(e).lower()
     return isinstance(e, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
@@ -126,7 +141,8 @@ def _statements(sql: str) -> list[str]:
 class Connection:
     """One SQLite connection per process (reopened after a fork), with retrying transactions."""
 
-    def __init__(self, path: str, timeout: float, classify_context: Callable[[dict], dict]):
+    def __init__(self, path: str, timeout: float, classify_context: Callable[[dict], dict],
+                 read_only: bool = False):
         self.path = path
         self.timeout = float(timeout)
         self._classify = classify_context  # used by the v1 -> v2 migration
@@ -134,7 +150,10 @@ class Connection:
         self._stale: list[sqlite3.Connection] = []  # connections inherited over a fork
         self._pid = os.getpid()
         self._closed = False
-        if path != ":memory:":
+        why = read_only_reason(path)
+        self.read_only = bool(read_only or why)
+        self.read_only_why = why or "opened read-only"
+        if path != ":memory:" and not self.read_only:
             p = Path(path)
             if p.is_dir():
                 raise StoreError(f"store path {path} is a directory; pass a file path (or set {ENV_VAR})")
@@ -147,13 +166,29 @@ class Connection:
 
     def _open(self) -> sqlite3.Connection:
         try:
-            db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
-                                 check_same_thread=False)
+            if self.read_only:  # never a write, never a journal file: SQLite's own read-only mode
+                uri = Path(self.path).resolve().as_uri() + "?mode=ro"
+                if not os.access(Path(self.path).resolve().parent, os.W_OK):
+                    uri += "&immutable=1"  # no -shm file can be made beside it
+                db = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None,
+                                     check_same_thread=False)
+            else:
+                db = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
+                                     check_same_thread=False)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open store {self.path}: {e}; check the path and its "
                              f"permissions, or pass another path (or set {ENV_VAR})") from None
         try:
             db.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
+            # what the file is, read before anything that changes it (the journal mode is kept
+            # in the file): a newer or foreign database is refused with its bytes unchanged
+            version = self.retry(lambda: self._inspect(db))
+            if self.read_only:
+                if version != SCHEMA_VERSION:
+                    raise StoreError(self.read_only_message(
+                        "it holds no store yet" if version is None else f"it needs migrating from schema "
+                        f"version {version}"))
+                return db
             self.retry(lambda: db.execute("PRAGMA journal_mode = WAL").fetchone())
             db.execute("PRAGMA synchronous = NORMAL")
             self.in_tx(db, self._init_schema)
@@ -170,7 +205,9 @@ class Connection:
             raise
         return db
 
-    def _init_schema(self, db: sqlite3.Connection) -> None:
+    def _inspect(self, db: sqlite3.Connection) -> int | None:
+        """The store's schema version (None: an empty database), by reading only; StoreError
+        for a newer store, a foreign database or one without a readable version."""
         tables = {r[0] for r in db.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
         if "meta" in tables:
@@ -187,12 +224,22 @@ class Connection:
                 raise StoreError(f"store {self.path} has schema version {version}, newer than this "
                                  f"abductune understands ({SCHEMA_VERSION}); upgrade abductune, or pass "
                                  f"another store path (or set {ENV_VAR})")
-            if version == 1:
-                self._migrate_v1(db)
-            return
+            return version
         if tables:
             raise StoreError(f"{self.path} is a SQLite database but not an abductune store (tables: "
                              f"{', '.join(sorted(tables))}); pass another path (or set {ENV_VAR})")
+        return None
+
+    def read_only_message(self, what: str = "this needs to write to it") -> str:
+        return (f"store {self.path} is read-only ({self.read_only_why}) and {what}; make it writable "
+                f"(chmod u+w), or pass another store path (or set {ENV_VAR})")
+
+    def _init_schema(self, db: sqlite3.Connection) -> None:
+        version = self._inspect(db)  # again inside the write transaction: another process may have made it
+        if version is not None:
+            if version == 1:
+                self._migrate_v1(db)
+            return
         # one statement at a time: executescript() would commit the open transaction first
         for stmt in _statements(SCHEMA):
             db.execute(stmt)
@@ -276,6 +323,8 @@ class Connection:
         return self.retry(attempt)
 
     def write(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        if self.read_only:  # at once: never after a wait for a lock that cannot help
+            raise StoreError(self.read_only_message())
         with self.lock:
             db = self.conn()
             try:
