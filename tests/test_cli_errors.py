@@ -45,7 +45,22 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "db_trunc.json").write_text('{"format": "abductune-observed-heuristics", "rules": [{')
     (d / "db_list.json").write_text("[]")
     (d / "db_other.json").write_text('{"format": "something-else"}')
+    _newer_store(d / "newer.sqlite")
     return d
+
+
+def _newer_store(path: Path) -> None:
+    """A store written by a future abductune (schema version one above ours), not in WAL mode."""
+    import sqlite3
+
+    from abductune.store import SCHEMA_VERSION, Store
+
+    Store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode = DELETE")
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    db.commit()
+    db.close()
 
 
 # (args, what the error line must contain); paths are relative to the `files` folder
@@ -84,6 +99,8 @@ CASES: list[tuple[list[str], str]] = [
      "text.txt is not an abductune store"),
     (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--store", "adir"],
      "store path adir is a directory"),
+    (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--store", "newer.sqlite"],
+     "store newer.sqlite has schema version 3, newer than this abductune understands"),
     (["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--store", "/proc/s.sqlite"],
      "cannot open store /proc/s.sqlite"),
     (["tune", "--mode", "replay", "--kernel", "mymodule:MySpec"], "mymodule:MySpec is a user kernel"),
@@ -198,10 +215,33 @@ def assert_one_line(code: int, stderr: str, exc: BaseException | None, want: str
 @pytest.mark.parametrize("args, want", _cases())
 def test_bad_input_gives_one_line_and_exit_2(files: Path, args: list[str], want: str):
     before = sorted(p.name for p in files.iterdir())
+    newer = (files / "newer.sqlite").read_bytes()
     code, _, err, exc = run_cli(args, files)
     assert_one_line(code, err, exc, want)
     # a failed command leaves nothing behind: no output, no store, no sweep folder
     assert sorted(p.name for p in files.iterdir()) == before
+    assert (files / "newer.sqlite").read_bytes() == newer  # a refused store is not modified
+
+
+def test_a_read_only_store_answers_a_finished_tune_and_refuses_new_work_in_one_line(tmp_path: Path,
+                                                                                     monkeypatch):
+    """Issue 28 item 12: rerunning a finished tune on a store the user cannot write answers from
+    it (exit 0, file unchanged); a tune that must measure fails at once with one line."""
+    from abductune.store import _sqlite
+
+    args = ["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--shapes", "numel=917504",
+            "--budget", "6", "--store", "S.sqlite"]
+    code, _, err, exc = run_cli(args, tmp_path)
+    assert code == 0, (err, exc)
+    before = (tmp_path / "S.sqlite").read_bytes()
+    monkeypatch.setattr(_sqlite, "read_only_reason", lambda p: "the file is not writable")
+    code, out, err, exc = run_cli(args + ["--json", "r.json"], tmp_path)
+    assert code == 0, (err, exc)
+    assert json.loads((tmp_path / "r.json").read_text())[0]["evaluations"] == 0
+    code, _, err, exc = run_cli(args[:4] + ["rmsnorm_fp16", "--shapes", "rows=1,cols=4096"] + args[7:], tmp_path)
+    assert_one_line(code, err, exc, "store S.sqlite is read-only (the file is not writable)")
+    assert "chmod u+w" in err
+    assert (tmp_path / "S.sqlite").read_bytes() == before
 
 
 # ------------------------------------------------------------- item 1: outputs checked first

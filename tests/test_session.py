@@ -299,3 +299,35 @@ def test_the_vendor_implementation_runs_in_the_final_runoff_where_the_evaluator_
     with Session(plain, strategy="random", budget=Budget(6)) as s:
         res2 = s.run(vendor=True)
     assert not any("impl" in m.config for m in res2.runoff) and res2.baselines["vendor"].kind == "baseline"
+
+
+def test_a_rerun_of_a_settled_tune_spends_nothing(tmp_path: Path):
+    """Issue 28 item 21: a shape whose search stopped early because it settled is finished;
+    `tune ... --budget 12 --store S` run twice spends 0 new evaluations the second time."""
+    path = tmp_path / "S.sqlite"
+    shapes = [("gelu_mul_fp16", {"numel": 14680064}), ("rmsnorm_fp16", {"rows": 1, "cols": 4096})]
+    first = [tune_one(k, d, mode="replay", budget=Budget(12), store=path, stop_early=True) for k, d in shapes]
+    assert any(o.stopped_early and o.evaluations < 12 for o in first)  # a search settled early
+    second = [tune_one(k, d, mode="replay", budget=Budget(12), store=path, stop_early=True) for k, d in shapes]
+    assert [o.evaluations for o in second] == [0, 0]
+    assert [o.winner.id for o in second] == [o.winner.id for o in first]
+    with Store(path) as s:  # and the rerun still recorded the tune as finished
+        assert all(r.status == "done" for r in s.runs())
+
+
+def test_a_read_only_store_answers_a_finished_tune_and_refuses_new_work(tmp_path: Path):
+    """Issue 28 item 12: the answer is already stored, so a read-only store gives it (the file
+    unchanged); a shape that needs measuring fails at once, naming the file."""
+    from abductune.errors import StoreError
+
+    path = tmp_path / "S.sqlite"
+    first = tune_one("gelu_mul_fp16", {"numel": 917504}, mode="replay", budget=Budget(8), store=path)
+    before = path.read_bytes()
+    with Store(path, read_only=True) as ro:
+        again = tune_one("gelu_mul_fp16", {"numel": 917504}, mode="replay", budget=Budget(8), store=ro)
+        assert again.evaluations == 0 and again.winner.id == first.winner.id
+        t0 = time.perf_counter()
+        with pytest.raises(StoreError, match="is read-only"):
+            tune_one("rmsnorm_fp16", {"rows": 1, "cols": 4096}, mode="replay", budget=Budget(8), store=ro)
+        assert time.perf_counter() - t0 < 5  # seeds and dataset reading only; no wait for a lock
+    assert path.read_bytes() == before
