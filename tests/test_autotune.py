@@ -317,6 +317,56 @@ def test_user_mistakes_raise_clear_errors(tmp_path: Path):
 
 
 @interpreted
+def test_an_empty_config_list_is_refused_when_decorating(tmp_path: Path):
+    """Issue 28 item 19: configs=[] tunes nothing and used to fail at the first launch with a
+    Triton traceback; it is refused at decoration (budget= alone gives no space), space= works."""
+    for kwargs in ({}, {"budget": 8}, {"implementations": {"torch": lambda *a, **k: None}}):
+        with pytest.raises(AbductuneError, match=r"configs=\[\] has nothing to tune.*space="):
+            abductune.autotune(configs=[], key=["n_cols"], **kwargs)
+        with pytest.raises(AbductuneError, match=r"configs=\[\] has nothing to tune"):
+            Autotuner(sm.softmax_kernel, sm.softmax_kernel.arg_names, [], ["n_cols"], **kwargs)
+    with pytest.raises(AbductuneError, match="no configs has nothing to tune"):
+        abductune.autotune(key=["n_cols"])
+    space = abductune.Space([abductune.Choice("BLOCK_SIZE", [16, 32]), abductune.Choice("num_warps", [1, 2])])
+    timer = Timer(lambda c: 1.0 if c["BLOCK_SIZE"] == 16 else 2.0)
+    k = abductune.autotune(configs=[], key=["n_cols"], space=space, budget=4, store=tmp_path / "s.sqlite",
+                           timer=timer)(sm.softmax_kernel)
+    x = torch.randn(2, 16)
+    torch.testing.assert_close(sm.softmax(k, x), torch.softmax(x, -1), atol=1e-5, rtol=1e-5)
+    assert k.best_config.kwargs["BLOCK_SIZE"] == 16
+
+
+@interpreted
+def test_a_tensor_key_is_its_shape_and_dtype_never_its_values(tmp_path: Path):
+    """Issue 28 item 4: a tensor named in key= is keyed by (shape, dtype), as a user means:
+    a new tensor of the same shape and dtype hits, another shape tunes, and the store holds
+    the shape and dtype, never the tensor's printed values."""
+    timer = Timer(lambda c: {16: 3.0, 32: 2.0, 64: 1.0}[c["BLOCK_SIZE"]])
+    k = abductune.autotune(configs=sm.CONFIGS, key=["in_ptr"], store=tmp_path / "s.sqlite",
+                           timer=timer)(sm.softmax_kernel)
+    x = torch.randn(3, 40)
+    torch.testing.assert_close(sm.softmax(k, x), torch.softmax(x, -1), atol=1e-5, rtol=1e-5)
+    assert k.stats["tunes"] == 1 and len(timer.seen) == 3
+    y = torch.randn(3, 40)  # another tensor, same shape and dtype: the same key
+    torch.testing.assert_close(sm.softmax(k, y), torch.softmax(y, -1), atol=1e-5, rtol=1e-5)
+    assert k.stats["tunes"] == 1 and len(timer.seen) == 3 and len(k.cache) == 1
+    sm.softmax(k, torch.randn(5, 40))  # another shape: another key
+    assert k.stats["tunes"] == 2
+    with Store(tmp_path / "s.sqlite") as s:
+        ctxs = {r.context.problem_key: r.context for r in s.runs()}
+        rows = s.execute("SELECT problem_key, dims, dtypes FROM contexts")
+    assert len(ctxs) == 2
+    dims = sorted(c.dims["in_ptr.dim0"] for c in ctxs.values())
+    assert dims == [3, 5] and all(c.dims["in_ptr.dim1"] == 40 for c in ctxs.values())
+    assert all(c.dtypes["key:in_ptr"] == "fp32" for c in ctxs.values())
+    text = " ".join(" ".join(map(str, r)) for r in rows)
+    assert "tensor(" not in text and f"{float(x[0, 0]):.4f}" not in text and len(text) < 1000
+    with pytest.raises(AbductuneError, match="key argument 'n_cols' is a list"):
+        abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], store=tmp_path / "s.sqlite",
+                           timer=timer)(sm.softmax_kernel)._key((x, x, 40, 40, list(range(100))), {})
+
+
+@interpreted
 def test_print_autotuning_like_triton(tmp_path: Path, monkeypatch, capsys):
     monkeypatch.setenv("ABDUCTUNE_PRINT_AUTOTUNING", "1")
     k = sm.make(store=tmp_path / "s.sqlite", timer=Timer(lambda c: c["BLOCK_SIZE"] / 10))

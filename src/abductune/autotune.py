@@ -37,6 +37,7 @@ import inspect
 import itertools
 import logging
 import math
+import numbers
 import os
 import statistics
 import sys
@@ -97,6 +98,33 @@ def bucket_function(spec: Any, name: str = "") -> Callable[[Any], Any] | None:
     if callable(spec):
         return spec
     raise AbductuneError(f"bucket for {name!r} is {spec!r}; use 'exact', 'pow2', ('align', N) or a callable")
+
+
+# an empty list searches nothing and launches with no meta-parameters: refused when decorating
+_NOTHING_TO_TUNE = ("@abductune.autotune with {what} has nothing to tune: give at least one triton.Config "
+                    "(triton.Config({{}}) launches with Triton's defaults), or space= to search (budget= "
+                    "alone gives no space)")
+_KEY_TEXT_MAX = 120  # a key value stored by its text longer than this is data, not a key
+
+
+def key_value(v: Any, name: str = "") -> Any:
+    """A key argument's value as the key (and the store) holds it. A tensor (anything with a
+    shape and a dtype) is keyed by its shape and dtype, as a user keying on it means: never by
+    its contents, which would retune for every new tensor and put the user's data in the
+    store. Numbers, strings, None, dtypes and short tuples of them stay as they are; anything
+    whose text is long is refused (AbductuneError naming the argument)."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, numbers.Number):  # a numpy scalar: its plain value
+        return v.item() if hasattr(v, "item") else v
+    shape, dtype = getattr(v, "shape", None), getattr(v, "dtype", None)
+    if shape is not None and dtype is not None:
+        return ("tensor", tuple(int(d) for d in shape), _dtype_name(dtype))
+    if len(str(v)) > _KEY_TEXT_MAX:
+        raise AbductuneError(f"key argument {name!r} is a {type(v).__name__} whose value is "
+                             f"{len(str(v))} characters of text; key on ints, strings, dtypes or tensors "
+                             "(a tensor is keyed by its shape and dtype), or drop it from key=")
+    return v
 
 
 # ----------------------------------------------------------------------------- identity
@@ -646,6 +674,8 @@ class Autotuner:
         if self.base_fn is None:
             raise AbductuneError(f"@abductune.autotune decorates a @triton.jit function, got {fn!r}")
         self.arg_names = list(arg_names)
+        if configs is not None and not list(configs) and space is None:
+            raise AbductuneError(_NOTHING_TO_TUNE.format(what="configs=[]"))
         self.configs = list(configs) if configs else ([] if space is not None else [triton.Config({})])
         self.keys = list(key or ())
         self.reset_to_zero = list(reset_to_zero or ())
@@ -775,7 +805,8 @@ class Autotuner:
         key = []
         for i, name, b in self._key_spec:
             v = args[i] if i < n else kwargs.get(name)
-            key.append(v if b is None else b(v))
+            v = v if b is None else b(v)
+            key.append(v if type(v) is int else key_value(v, name))  # a tensor: (shape, dtype)
         for a in args:
             if hasattr(a, "dtype"):
                 key.append(a.dtype)
@@ -927,9 +958,12 @@ class Autotuner:
         dtypes: dict[str, str] = {}
         for _, name, b in self._key_spec:
             v = every.get(name)
-            v = v if b is None else b(v)
+            v = key_value(v if b is None else b(v), name)
             if isinstance(v, (bool, int)):
                 dims[name] = int(v)
+            elif isinstance(v, tuple) and len(v) == 3 and v[0] == "tensor":  # shape and dtype, no data
+                dims.update({f"{name}.dim{j}": d for j, d in enumerate(v[1])})
+                dtypes[f"key:{name}"] = v[2]
             else:
                 dtypes[f"key:{name}"] = str(v)
         tensor = None
@@ -1269,6 +1303,9 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
     (seconds a config may take there before it counts as a timeout; default 120), `database`
     (observed-heuristics database path or Database; default the packaged one).
     """
+    if isinstance(configs, (list, tuple, type(None))) and not configs and options.get("space") is None:
+        raise AbductuneError(_NOTHING_TO_TUNE.format(what="no configs" if configs is None else "configs=[]"))
+
     def decorator(fn: Any) -> Autotuner:
         arg_names = getattr(fn, "arg_names", None)
         if arg_names is None:
