@@ -419,3 +419,54 @@ def test_sweep_out_folder_that_cannot_be_made_is_named(tmp_path: Path):
         with pytest.raises(AbductuneError, match=f"cannot create folder {bad}"):
             make_out_dir(bad)
     assert make_out_dir(tmp_path / "a" / "b").is_dir()
+
+
+# ------------------------------------------------------------- issue 28 item 14: Ctrl-C
+
+def test_ctrl_c_during_tune_exits_130_says_what_was_kept_and_a_rerun_resumes(tmp_path: Path, monkeypatch):
+    import re
+
+    from abductune.measure.replay import ReplayEvaluator
+    from abductune.store import Store
+
+    calls = [0]
+    evaluate = ReplayEvaluator.evaluate
+
+    def interrupted_on_the_third_batch(self, configs):
+        calls[0] += 1
+        if calls[0] == 3:
+            raise KeyboardInterrupt
+        return evaluate(self, configs)
+    monkeypatch.setattr(ReplayEvaluator, "evaluate", interrupted_on_the_third_batch)
+    args = ["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--shapes", "numel=917504", "--budget", "12",
+            "--full-budget", "--store", "S.sqlite", "--json", "r.json"]
+    code, _, err, exc = run_cli(args, tmp_path)
+    assert code == 130, (err, exc)
+    assert "Traceback" not in err and "aborted" not in err
+    [line] = err.splitlines()
+    assert line.startswith("interrupted: 0 of 1 shape(s) finished; ") and "rerun the same command to resume" in line
+    kept = int(re.search(r"(\d+) new measurement\(s\) were kept in S.sqlite", line).group(1))
+    with Store(tmp_path / "S.sqlite") as s:
+        assert kept == s.stats()["measurements"] > 0
+        assert [r.status for r in s.runs()] == ["interrupted"]
+    monkeypatch.setattr(ReplayEvaluator, "evaluate", evaluate)
+    code, _, err, exc = run_cli(args, tmp_path)  # the rerun resumes: it spends only what is left
+    assert code == 0, (err, exc)
+    [o] = json.loads((tmp_path / "r.json").read_text())
+    assert o["spent_before"] > 0 and o["evaluations"] + o["spent_before"] == 12
+
+
+def test_ctrl_c_during_a_replay_tune_without_store_and_a_replay_say_nothing_was_kept(tmp_path: Path, monkeypatch):
+    import abductune.evaluate as evaluate_mod
+    from abductune.measure.replay import ReplayEvaluator
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(ReplayEvaluator, "evaluate", interrupt)
+    code, _, err, _ = run_cli(["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16"], tmp_path)
+    assert code == 130 and len(err.splitlines()) == 1
+    assert err.startswith("interrupted: 0 of 3 shape(s) finished; ") and "none were kept" in err
+    monkeypatch.setattr(evaluate_mod, "compare_on_dataset", interrupt)
+    code, _, err, _ = run_cli(["replay", str(_gelu_small()), "--strategy", "random", "--repeats", "1"], tmp_path)
+    assert code == 130 and err.splitlines() == [
+        "interrupted: replay measures nothing and keeps nothing (it reads recorded datasets): rerun it to start again"]

@@ -61,7 +61,10 @@ class _Group(click.Group):
         except click.ClickException as e:
             error_line(e.format_message())
             sys.exit(2)
-        except click.Abort:
+        except click.Abort as e:
+            if isinstance(e.__cause__, KeyboardInterrupt):  # Ctrl-C before a command ran
+                print("interrupted", file=sys.stderr)
+                sys.exit(130)
             error_line("aborted")
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)  # --help and --version return their code
@@ -69,6 +72,10 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except KeyboardInterrupt as e:  # Ctrl-C: exit 130 (the shell's), saying what was kept
+            note = getattr(e, "note", "") or _INTERRUPT_NOTES.get(ctx.invoked_subcommand or "", "")
+            print(f"interrupted: {note}" if note else "interrupted", file=sys.stderr)
+            sys.exit(130)
         except AbductuneError as e:
             error_line(str(e))
             sys.exit(2)
@@ -83,6 +90,20 @@ class _Group(click.Group):
                 raise
             error_line(f"cannot use {e.filename}: {e.strerror or type(e).__name__}")
             sys.exit(2)
+
+
+# what a command interrupted without a note of its own kept (`tune` and `sweep` count theirs)
+_INTERRUPT_NOTES = {"replay": "replay measures nothing and keeps nothing (it reads recorded datasets): "
+                              "rerun it to start again"}
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a command, with what it kept and how a rerun goes on (`note`): the CLI
+    prints `interrupted: NOTE` on stderr and exits 130."""
+
+    def __init__(self, note: str):
+        super().__init__(note)
+        self.note = note
 
 
 def _require_gpu_stack() -> None:
@@ -156,7 +177,8 @@ def strategies() -> None:
               show_default=True, help="Comma-separated strategy names (see `abductune strategies`).")
 @click.option("--budget", "budget_list", default="16,32,64,128", show_default=True,
               help="Comma-separated evaluation budgets.")
-@click.option("--seconds", type=float, default=None, help="Also stop at this many simulated seconds.")
+@click.option("--seconds", type=float, default=None, help="Also stop at this many simulated seconds (the "
+              "recorded compile and benchmark costs of the configs measured, not wall time).")
 @click.option("--repeats", type=int, default=20, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None,
@@ -171,9 +193,14 @@ def strategies() -> None:
 def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, seconds: float | None,
                repeats: int, seed: int, json_out: str | None, plot_out: str | None, noise: bool,
                seed_source: str) -> None:
-    """Compare strategies by replaying recorded datasets (files, folders, 'public', 'bundled')."""
+    """Compare strategies by replaying recorded datasets (files, folders, 'public', 'bundled').
+
+    score P = (B - F) / (B - optimum) (Willemsen et al., FGCS 2024): F is the median best time
+    found over the repeats, B the expected best of random sampling at that budget. 1 means the
+    optimum was found, 0 no better than random sampling, below 0 worse than random."""
+    from .datasets.format import require_exhaustive
     from .datasets.public import load_any
-    from .evaluate import aggregate, compare_on_dataset, plot_curves
+    from .evaluate import aggregate, compare_on_dataset, plot_curves, require_matplotlib
     from .measure.replay import NoiseModel
     from .search import STRATEGIES
 
@@ -189,6 +216,8 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
     if seconds is not None and not seconds > 0:
         raise AbductuneError(f"--seconds must be positive, got {seconds:g}")
     _outputs_writable(json_out, plot_out)
+    if plot_out:
+        require_matplotlib()  # before the replay, not after it
     paths = list(dict.fromkeys(p.resolve() for p in _expand_datasets(datasets)))  # `bundled bundled` once
     noise_model = NoiseModel.from_study() if noise else None
     seeds_fn = _replay_seeds if seed_source == "heuristics" else None
@@ -202,9 +231,7 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
         for p in paths:
             ds = load_any(p)
             label = labels[p]
-            cov = ds.coverage()
-            if not cov.trusted():
-                raise AbductuneError(f"{p}: {cov.describe()}; replay needs an exhaustive dataset")
+            require_exhaustive(ds)  # names what is missing, and what replay would accept
             bar.update(task, description=f"replaying {label}")
             c: dict[str, list[list[float]]] = {}
             cells += compare_on_dataset(ds, names, budgets, repeats, seed, seconds, curves=c, seeds_fn=seeds_fn,
@@ -215,6 +242,8 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
     table = Table(title=f"replay: {len(paths)} dataset(s), {repeats} repeats, seed {seed}"
                   + (f", {seconds:g} s limit" if seconds else "") + (", with noise" if noise else "")
                   + (", seeded (leave-one-shape-out)" if seeds_fn else ""))
+    table.caption = ("score P = (B - F) / (B - optimum): F the median best found, B the expected best of "
+                     "random sampling at that budget; 1 = optimum, 0 = random, below 0 = worse than random")
     for col in ("strategy", "budget", "score P", "median best/opt", "≤1.02×", "≤1.05×"):
         table.add_column(col, justify="right" if col != "strategy" else "left")
     for row in agg:
@@ -302,22 +331,49 @@ def import_cmd(source: str, out: str, kernel_class: str | None, dims: str | None
 
 
 def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, int]]:
-    """Shapes to tune: given ones, else the bundled datasets' shapes (replay) or the suite's."""
+    """Shapes to tune: given ones, else the bundled datasets' shapes (replay) or the suite's.
+    Given shapes are checked against the kernel's dims (names, each once, positive) before
+    any dataset is looked up; a built-in spec imports without Triton (kernels/_triton.py)."""
+    from . import kernels
     from .sweep import parse_shapes
 
-    if shapes:
-        return parse_shapes(shapes)
+    given = parse_shapes(shapes) if shapes else None
     if mode == "replay" and ":" in kernel:
         raise AbductuneError(f"{kernel} is a user kernel: replay needs its recorded dataset; tune it live "
                              "on a GPU, or `abductune replay` a dataset you swept for it")
     if mode == "replay":
         from .datasets.bundled import bundled_datasets
+
+        if not bundled_datasets(kernel=kernel):
+            raise AbductuneError(no_replay_data(kernel))
+    if given is not None:
+        spec = kernels.get(kernel)
+        for dims in given:
+            spec.problem(dims)  # `kernel 'K' takes dims [...]` / `every dim must be positive`
+        return given
+    if mode == "replay":
         from .datasets.format import read_dataset
 
         return [read_dataset(p).problem.dims for p in bundled_datasets(kernel=kernel)]
-    from . import kernels
-
     return kernels.get(kernel).suite_shapes()
+
+
+def replay_kernels() -> dict[str, list[Any]]:
+    """Built-in kernel -> its bundled (replayable) datasets; empty for a kernel that has none."""
+    from . import kernels
+    from .datasets.bundled import bundled_datasets
+
+    found: dict[str, list[Any]] = {}
+    for p in bundled_datasets():
+        found.setdefault(p.parent.name, []).append(p)
+    return {n: found.get(n, []) for n in kernels.names()}
+
+
+def no_replay_data(kernel: str) -> str:
+    """Why `kernel` cannot be tuned by replay, and what can."""
+    have = [k for k, ps in replay_kernels().items() if ps]
+    return (f"{kernel} has no bundled replay data, so it can only be tuned live on a GPU (--mode live); "
+            f"without a GPU, tune one that has: {', '.join(have)} (see `abductune kernels`)")
 
 
 @main.command(name="tune")
@@ -343,7 +399,8 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
               help="live needs a GPU; auto replays bundled H100 measurements when there is none.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--store", "store_path", default=None, help="SQLite store. Live default: the user cache "
-              "dir (every measurement recorded, reruns resume); replay default: in memory.")
+              "dir (every measurement recorded, reruns resume); replay default: in memory (nothing kept, "
+              "so a rerun starts over and `explain` cannot read the runs: give --store to keep them).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), default=None)
 @click.option("--no-daemon", is_flag=True, help="Run here even when an `abductune daemon` serves this "
               "environment (ABDUCTUNE_DAEMON=0 does the same).")
@@ -371,6 +428,7 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
     _outputs_writable(json_out)
     if mode == "live":
         _require_gpu_stack()
+    no_gpu_replay = False
     if mode == "auto":
         mode = "live" if gpu_available() else "replay"
         if mode == "replay":
@@ -378,8 +436,15 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
 
             if importlib.util.find_spec("torch") is None and _nvidia_gpu_present():
                 _require_gpu_stack()  # a GPU without torch: say so rather than replay H100 data
-            err_console.print("no GPU found: replaying measurements recorded on an H100 (bundled datasets); "
-                              "times are those recorded, not measured now", style="yellow", markup=False, soft_wrap=True)
+            no_gpu_replay = True
+    # shapes are checked (text, the kernel's dims, replay data) before anything is opened or said
+    jobs = [(k, d) for k in names for d in _shapes_for(k, shapes, mode)]
+    if not jobs:
+        raise AbductuneError("nothing to tune: no shapes given and none recorded for "
+                             f"{kernel_list}")
+    if no_gpu_replay:
+        err_console.print("no GPU found: replaying measurements recorded on an H100 (bundled datasets); "
+                          "times are those recorded, not measured now", style="yellow", markup=False, soft_wrap=True)
     db = None
     if database:
         from .heuristics import load_database
@@ -390,29 +455,29 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
     else:
         store = Store() if mode == "live" else None
     outcomes = []
-    jobs = [(k, d) for k in names for d in _shapes_for(k, shapes, mode)]
-    if not jobs:
-        raise AbductuneError("nothing to tune: no shapes given and none recorded for "
-                             f"{kernel_list}")
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("{task.fields[evals]}"), TimeElapsedColumn(), console=err_console,
-                  transient=True, disable=_quiet_bar()) as bar:
-        task = bar.add_task("tuning", total=len(jobs), evals="")
-        for k, d in jobs:
-            shape = ",".join(f"{a}={b}" for a, b in d.items())
-            bar.update(task, description=f"{k} {shape}", evals="")
-            count = [0]
+    last_id = _last_measurement_id(store)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[evals]}"), TimeElapsedColumn(), console=err_console,
+                      transient=True, disable=_quiet_bar()) as bar:
+            task = bar.add_task("tuning", total=len(jobs), evals="")
+            for k, d in jobs:
+                shape = ",".join(f"{a}={b}" for a, b in d.items())
+                bar.update(task, description=f"{k} {shape}", evals="")
+                count = [0]
 
-            def on_batch(ms: list[Any], count: list[int] = count) -> None:
-                count[0] += len(ms)
-                bar.update(task, evals=f"{count[0]} evals")
-            outcomes.append(tune_one(k, d, strategy=strategy, budget=Budget(budget, seconds), seed=seed,
-                                     mode=mode, store=store, heuristics=not no_heuristics, database=db,
-                                     stop_early=not full_budget, on_batch=on_batch))
-            bar.advance(task)
+                def on_batch(ms: list[Any], count: list[int] = count) -> None:
+                    count[0] += len(ms)
+                    bar.update(task, evals=f"{count[0]} evals")
+                outcomes.append(tune_one(k, d, strategy=strategy, budget=Budget(budget, seconds), seed=seed,
+                                         mode=mode, store=store, heuristics=not no_heuristics, database=db,
+                                         stop_early=not full_budget, on_batch=on_batch))
+                bar.advance(task)
+    except KeyboardInterrupt:
+        raise Interrupted(_tune_interrupted_note(store, last_id, len(outcomes), len(jobs))) from None
     if store is not None:
         store.close()
-    _print_outcomes(outcomes, mode)
+    _print_outcomes(outcomes, mode, explain_hint(outcomes, store_path, store))
     tip = None if no_daemon else daemon_tip(mode, len(jobs))
     if tip:
         err_console.print(tip, style="dim", markup=False, soft_wrap=True)
@@ -421,6 +486,29 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
 
         atomic_write_text(json_out, json.dumps([o.to_dict() for o in outcomes], indent=1, default=str))
         console.print(f"wrote {json_out}")
+
+
+def _last_measurement_id(store: Any) -> int:
+    if store is None:
+        return 0
+    return int(store.execute("SELECT COALESCE(MAX(id), 0) FROM measurements")[0][0])
+
+
+def _tune_interrupted_note(store: Any, last_id: int, done: int, total: int) -> str:
+    """What a Ctrl-C'd tune kept: its measurements are in the store (each run is marked
+    interrupted there), and a rerun of the same command resumes."""
+    shapes = f"{done} of {total} shape(s) finished"
+    if store is None:
+        return (f"{shapes}; a replay tune without --store keeps its measurements in memory, so none were "
+                "kept: rerun it, with --store FILE to make an interrupted rerun resume")
+    try:
+        n = int(store.execute("SELECT COUNT(*) FROM measurements WHERE id > ?", (last_id,))[0][0])
+        store.close()
+    except Exception:  # noqa: BLE001 - the interrupt is what the user must hear about
+        n = None
+    kept = "its measurements were" if n is None else f"{n} new measurement(s) were"
+    return (f"{shapes}; {kept} kept in {store.path}: rerun the same command to resume (finished shapes "
+            "answer from the store, the others spend only what is left of their budget)")
 
 
 def daemon_tip(mode: str, shapes: int) -> str | None:
@@ -483,7 +571,8 @@ def tune_table(outcomes: list[Any], mode: str, width: int | None = None) -> Tabl
         table.add_row(str(i), o.kernel, ",".join(f"{a}={b}" for a, b in o.dims.items()),
                       *map(_fmt_ms, times), d["best_impl"], *map(_fmt_ms, opt),
                       str(o.evaluations), f"{o.seconds:.1f}")
-    if width is None or console.measure(table, options=console.options.update_width(width)).maximum <= width:
+    natural = console.measure(table, options=console.options.update_width(10_000)).maximum
+    if width is None or natural <= width:
         return table
     note = ", seconds simulated from recorded costs" if mode == "replay" else ""
     compact = Table(title=f"abductune tune ({mode}): times in µs{note}", box=None, pad_edge=False,
@@ -504,12 +593,36 @@ def tune_table(outcomes: list[Any], mode: str, width: int | None = None) -> Tabl
     return compact
 
 
-def _print_outcomes(outcomes: list[Any], mode: str) -> None:
+def explain_hint(outcomes: list[Any], store_path: str | None, store: Any) -> str | None:
+    """One line: the run id(s) this tune stored and the `abductune explain` command that tells
+    how each reached its winner; or, when the runs went to an in-memory store (replay without
+    --store), how to keep them."""
+    ids = [o.session.run_id if o.session else None for o in outcomes]
+    if not outcomes:
+        return None
+    if store is None or getattr(store, "path", None) == ":memory:" or any(i is None for i in ids):
+        return ("runs not kept: replay tunes in memory; add --store FILE to keep them, then "
+                "`abductune explain RUN --store FILE` tells how each reached its winner")
+    import shlex
+
+    where = f" --store {shlex.quote(store_path)}" if store_path else ""
+    if len(ids) == 1:
+        return f"run {ids[0]}: `abductune explain {ids[0]}{where}` tells how it reached its winner"
+    if ids == list(range(ids[0], ids[0] + len(ids))):
+        which = f"runs {ids[0]}-{ids[-1]} (#1-#{len(ids)})"
+    else:
+        which = "runs " + ", ".join(f"{i} (#{n})" for n, i in enumerate(ids, 1))
+    return f"{which}: `abductune explain RUN{where}` tells how each reached its winner"
+
+
+def _print_outcomes(outcomes: list[Any], mode: str, hint: str | None = None) -> None:
     console.print(tune_table(outcomes, mode, console.width))
     # the winners on their own lines, never cut: a user pastes them into code
     for i, o in enumerate(outcomes, 1):
         click.echo(f"#{i} {o.kernel} {','.join(f'{a}={b}' for a, b in o.dims.items())}: "
                    f"{format_config(o.winner.config if o.winner else None)}")
+    if hint:
+        click.echo(hint)
     settled = [o for o in outcomes if o.stopped_early]
     if settled:
         click.echo(f"{len(settled)} of {len(outcomes)} shape(s) stopped before the budget: the search "
@@ -538,11 +651,20 @@ def _print_outcomes(outcomes: list[Any], mode: str) -> None:
 
 @main.command(name="kernels")
 def kernels_cmd() -> None:
-    """List the built-in kernels."""
+    """List the built-in kernels, their dims, and which have bundled replay data (what
+    `abductune tune` uses on a machine without a GPU)."""
     from . import kernels
 
-    for n in kernels.names():
-        console.print(n)
+    table = Table(title="built-in kernels", box=None, pad_edge=False)
+    for col in ("kernel", "dims", "without a GPU (replay of bundled H100 data)"):
+        table.add_column(col, no_wrap=col != "without a GPU (replay of bundled H100 data)")
+    for n, paths in replay_kernels().items():
+        dims = ",".join(kernels.get(n).dims)
+        table.add_row(n, dims, f"yes: {len(paths)} recorded shapes" if paths else
+                      "no: live only (--mode live on a GPU)")
+    console.print(table)
+    click.echo("Without a GPU, `abductune tune` replays the bundled data, so only the kernels marked yes "
+               "can be tuned there; on a GPU every kernel is tuned live.")
 
 
 @main.command(name="sweep")
@@ -576,10 +698,29 @@ def sweep_cmd(kernel: str, shapes: str | None, out_dir: str, workers: int | None
         def progress(label: str, done: int, total: int) -> None:
             bar.update(task, description=label, completed=done, total=total)
 
-        paths = sweep(kernel, shape_list, out_dir, compile_workers=workers, limit=limit, hardware=hw,
-                      on_progress=progress)
+        try:
+            paths = sweep(kernel, shape_list, out_dir, compile_workers=workers, limit=limit, hardware=hw,
+                          on_progress=progress)
+        except KeyboardInterrupt:
+            raise Interrupted(_sweep_interrupted_note(out_dir)) from None
     for p in paths:
         console.print(f"wrote {p}")
+
+
+def _sweep_interrupted_note(out_dir: str) -> str:
+    """What a Ctrl-C'd sweep kept: every measured config is already appended to its shape's
+    `.jsonl` under --out, and a rerun skips them."""
+    from .sweep import read_partial
+
+    n = 0
+    for f in Path(out_dir).rglob("*.jsonl"):
+        try:
+            n += len(read_partial(f)[1])
+        except Exception:  # noqa: BLE001 - a torn file is repaired by the rerun
+            continue
+    done = len(list(Path(out_dir).rglob("*.jsonl.gz")))
+    return (f"{done} shape(s) finished and {n} measurement(s) of unfinished shapes kept under {out_dir}: "
+            "rerun the same command to resume (measured configs are not measured again)")
 
 
 def _dir_creatable(path: str, what: str) -> Path:
