@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .datasets.format import Dataset
+from .datasets.format import Dataset, check_dataset_times
 from .errors import AbductuneError
 from .measure.replay import NoiseModel, ReplayEvaluator
 from .search import Budget
@@ -112,6 +112,7 @@ def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence
     in the order made; after each, the strategy is credited with the config whose observed
     times so far average fastest (geometric mean), at its true time. `options`: per strategy
     name, options on top of FAIR_REPLAY_OPTIONS (local searches restart instead of stopping)."""
+    check_dataset_times(ds)  # a Dataset built in code: files were checked when read
     opt = ds.optimum().time_ms
     assert opt is not None
     worst = max(m.time_ms for m in ds.ok_records())  # type: ignore[type-var]
@@ -203,8 +204,18 @@ def aggregate(cells: Sequence[Cell]) -> list[dict[str, Any]]:
     return out
 
 
+def require_matplotlib() -> None:
+    """AbductuneError unless matplotlib can be imported: `replay --plot` asks this before the
+    replay starts, so a missing extra never costs the run."""
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise AbductuneError("plotting needs matplotlib: pip install abductune[plot]")
+
+
 def plot_curves(curves: dict[str, dict[str, list[list[float]]]], optima: dict[str, float], path: str) -> None:
     """Median best-so-far / optimum vs evaluations, one panel per dataset."""
+    require_matplotlib()
     try:
         import matplotlib
         matplotlib.use("Agg")

@@ -25,16 +25,35 @@ log = logging.getLogger(__name__)
 
 
 def parse_shapes(text: str) -> list[dict[str, int]]:
-    """'M=16,N=4096,K=4096;M=1,N=...' -> list of dims."""
+    """'M=16,N=4096,K=4096;M=1,N=...' -> list of dims. The one parser of `--shapes` (tune,
+    predict, sweep): what the text alone shows to be wrong is refused here, in one line, before
+    anything is looked up: a malformed dim, a dim given twice in one shape (`M=16,M=32` would
+    silently take the last), a dim that is not a positive integer, and a text with no shape.
+    Whether the names are the kernel's is checked against its spec (`KernelSpec.problem`)."""
     shapes = []
     for part in text.split(";"):
         if not part.strip():
             continue
-        try:
-            shapes.append({k.strip(): int(v) for k, v in (kv.split("=") for kv in part.split(","))})
-        except ValueError:
-            raise AbductuneError(f"bad shape {part!r}: write dims as M=16,N=4096,K=4096 and separate "
-                                 "shapes with ';'") from None
+        shape = part.strip()
+        dims: dict[str, int] = {}
+        for kv in part.split(","):
+            name, eq, value = kv.partition("=")
+            name = name.strip()
+            try:
+                n = int(value)
+            except ValueError:
+                n = None
+            if not eq or not name.isidentifier() or n is None:
+                raise AbductuneError(f"bad shape {shape!r}: write dims as M=16,N=4096,K=4096 and "
+                                     "separate shapes with ';'")
+            if name in dims:
+                raise AbductuneError(f"bad shape {shape!r}: dim {name} is given twice; give each dim once")
+            if n <= 0:
+                raise AbductuneError(f"bad shape {shape!r}: every dim must be positive, got {name}={n}")
+            dims[name] = n
+        shapes.append(dims)
+    if not shapes:
+        raise AbductuneError(f"--shapes {text!r} names no shape; write M=16,N=4096,K=4096;...")
     return shapes
 
 

@@ -2,7 +2,6 @@
 measurement, and tell the story of a run (observation -> theory -> test -> verdict)."""
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -87,8 +86,10 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
             raise AbductuneError("--kernel needs --shapes (e.g. 'M=16,N=4096,K=4096')")
         from .theory.check import first_clean, unavailable
 
-        spec = kernels.get(kernel)
+        spec = kernels.get(kernel)  # a built-in spec imports without Triton (kernels/_triton.py)
         hw = lookup(hardware)
+        # every shape is checked against the kernel's dims before anything is printed
+        problems = [(dims, spec.problem(dims, hw)) for dims in _shape_list(shapes)]
         why = unavailable(hw)
         if check and why:
             raise AbductuneError(f"--check compiles each prediction for the GPU, but {why}: "
@@ -97,8 +98,10 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
             check = not why
             if why:
                 click.echo(f"predictions unchecked: {why}")
-        for dims in _shape_list(shapes):
-            problem = spec.problem(dims, hw)
+        elif not check:
+            click.echo("predictions unchecked (--no-check): served as the rules give them, not compiled "
+                       "for the GPU, so one may spill registers")
+        for dims, problem in problems:
             shape = ",".join(f"{k}={v}" for k, v in dims.items())
             if check:
                 click.echo(f"{kernel} {shape}: compiling the predictions for {hw.arch} ...")
@@ -109,7 +112,8 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
                 click.echo(f"{kernel} {shape}: no rule applies" + (" that compiles cleanly" if check else ""))
                 continue
             click.echo(f"{kernel} {shape}: {format_config(p.config)}")
-            click.echo(f"  because {p.describe()}")
+            for line in explain_prediction(p):
+                click.echo(f"  {line}")
         return
     if not datasets:
         raise AbductuneError("give --kernel and --shapes, or datasets to score predictions on")
@@ -132,6 +136,19 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
         g = math.exp(sum(map(math.log, ok)) / len(ok))
         click.echo(f"geomean {g:.3f}, worst {max(ok):.3f} over {len(ok)} of {len(rows)} datasets "
                    "(leave-one-shape-out)")
+
+
+def explain_prediction(p: Any) -> list[str]:
+    """Why a served prediction is what it is: the rule as learned (its own values, by role),
+    then each repair that moved the served config away from them, in order. The rule alone
+    would contradict the config printed above it (`warps=4` over `num_warps=2`)."""
+    import dataclasses
+
+    lines = [f"because {dataclasses.replace(p, repairs=()).describe()}"]
+    if p.repairs:
+        lines.append("what is served differs from the rule's values, changed by (in order):")
+        lines += [f"  {r}" for r in p.repairs]
+    return lines
 
 
 @click.command(name="explain")
@@ -165,31 +182,135 @@ def explain_cmd(run_id: int, store_path: str | None, plot_out: str | None) -> No
                + (f", resumes run {run.resumes}" if run.resumes else ""))
     for seed in s.get("seeds", []):
         click.echo(f"  seed [{seed['source']}]: {format_config(seed['config'])}")
-    by_id = {m.id: m for m in rows}
-    for e in s.get("events", []):
-        kind = e.get("event", "?")
-        rest = {k: v for k, v in e.items() if k != "event"}
-        ids = rest.pop("ids", None) or rest.pop("measurements", None)
-        line = "; ".join(f"{k}={_short(v)}" for k, v in rest.items())
-        if ids:
-            times = [f"#{i}:{by_id[i].time_ms:.4g}ms" for i in ids if i in by_id and by_id[i].ok]
-            line += f"  [{', '.join(times) or ', '.join(map(str, ids))}]"
-        click.echo(f"  {kind:10} {line}")
+    for line in event_lines(s.get("events", []), {m.id: m for m in rows}):
+        click.echo(f"  {line}")
     kinds: dict[str, int] = {}
     for m in rows:
         kinds[m.kind] = kinds.get(m.kind, 0) + 1
     click.echo("  measured: " + ", ".join(f"{k} {v}" for k, v in sorted(kinds.items())))
     if winner is not None:
-        click.echo(f"  winner #{winner.id} ({winner.kind}): {format_config(winner.config)} "
-                   f"{winner.time_ms:.4g} ms")
+        click.echo(f"  winner #{winner.id} ({winner.kind}): {format_config(winner.config)}; "
+                   f"{_ms(winner.time_ms) if winner.time_ms is not None else '-'}")
     if plot_out:
         _plot_run(rows, winner, plot_out, f"run {run.id}: {run.strategy} on {c.kernel}")
         click.echo(f"wrote {plot_out}")
 
 
-def _short(v: Any) -> str:
-    s = json.dumps(v, default=str) if not isinstance(v, str) else v
-    return s if len(s) <= 120 else s[:117] + "..."
+# ----------------------------------------------------------------------------- explain's lines
+
+_CONFIGS = ("config", "candidate", "to_config")  # printed as NAME=value, ...
+_PERCENT = ("threshold", "frac_peak_flops", "frac_peak_bw", "occupancy", "padding")
+_GAINS = ("expected_gain", "best_expected_gain")
+_SHOWN_AS_CHANGE = ("from_config", "incumbent")  # printed as the change to the config beside them
+_LABELS = {"time_ms": "time", "frac_peak_bw": "share of peak bandwidth", "frac_peak_flops": "share of peak FLOP/s",
+           "k_trips": "K-loop trips", "to_config": "to"}
+
+
+def _ms(v: float) -> str:
+    return f"{v * 1e3:.4g} µs" if v < 1 else f"{v:.4g} ms"
+
+
+def _value(key: str, v: Any) -> str:
+    """One field of an event, for a reader: configs as `A=1, B=2`, times in µs or ms, shares
+    and gains in percent, other numbers to 4 significant digits."""
+    from .cli import format_config
+
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if isinstance(v, int) and key not in _PERCENT:
+            return str(v)
+        if not math.isfinite(v):
+            return str(v)
+        if key in _GAINS:
+            return f"{v:+.1%}"
+        if key in _PERCENT:
+            return f"{v:.1%}"
+        if key == "time_ms":
+            return _ms(v)
+        if key == "ratio":
+            return f"{v:.3f}x"
+        if key == "credibility":
+            return f"{v:.2f}"
+        return f"{v:.4g}"
+    if isinstance(v, dict):
+        if key in _CONFIGS or key.endswith("config"):
+            return format_config(v)
+        return ", ".join(f"{k} {_value(key, x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        if v and all(isinstance(x, dict) for x in v):  # a list of configs
+            shown = "; ".join(f"({format_config(x)})" for x in v[:4])
+            return f"{len(v)}: {shown}" + (f"; and {len(v) - 4} more" if len(v) > 4 else "")
+        return "[" + ", ".join(_value(key, x) for x in v) + "]"
+    return str(v)
+
+
+def _change(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
+    if not a or not b:
+        return ""
+    return ", ".join(f"{k} {a.get(k)}->{b[k]}" for k in b if a.get(k) != b[k])
+
+
+def why_tested(e: dict[str, Any], swept: list[dict[str, Any]]) -> str:
+    """Why abduction measured a hypothesis it expected to lose on (`search/abduction.py`): its
+    ranking (`expected_gain`: the theory's gain times its credibility, plus the speed-up the
+    additive model of the run's measurements predicts) puts theories and local moves on one
+    scale, and each batch takes the best-ranked untested moves whatever their sign, until the
+    search settles (`stop_early`: `patience` tests without a win and nothing expected to gain
+    beyond the noise) or the budget is spent; once stalled it sweeps the nearest moves."""
+    if any(e.get("config") == c for c in swept):
+        return ("the local search had stalled, so the nearest untested moves are swept whatever the "
+                "model predicts of them (it had just been wrong `patience` times)")
+    from .search.abduction import COMPOSE, POLL
+
+    if e.get("theory") == POLL:
+        return ("no untested move was expected to gain and this one ranked best; the search tests the "
+                "best-ranked moves until it settles or the budget is spent, since the expected gain is a "
+                "model's estimate from the measurements so far that only a measurement can check")
+    if e.get("theory") == COMPOSE:
+        return "two moves that each won are combined and tested together"
+    return ("its theory predicts a gain, but the additive model of this run's measurements predicts a "
+            "loss that outweighs it; it still ranked among the best untested moves, and a measurement "
+            "settles which of the two is right")
+
+
+def event_lines(events: list[dict[str, Any]], by_id: dict[int, Any]) -> list[str]:
+    """`explain`'s story: one line per logged step, readable (no raw dicts, times rounded),
+    the measurements it cites with their times, and the reason for testing a hypothesis
+    expected to lose."""
+    out = []
+    swept: list[dict[str, Any]] = []
+    told: set[str] = set()  # each reason for testing an expected loss in full once, then briefly
+    for e in events:
+        kind = e.get("event", "?")
+        rest = {k: v for k, v in e.items() if k != "event"}
+        ids = rest.pop("ids", None) or rest.pop("measurements", None)
+        if kind == "fallback":
+            swept = list(rest.get("swept") or [])
+        base = next((rest[k] for k in _SHOWN_AS_CHANGE if isinstance(rest.get(k), dict)), None)
+        target = next((rest[k] for k in _CONFIGS if isinstance(rest.get(k), dict)), None)
+        fields = []
+        change = _change(base, target)
+        if change:
+            fields.append(f"change: {change}")
+        for k, v in rest.items():
+            if k in _SHOWN_AS_CHANGE and change:
+                continue
+            if v is None:
+                continue
+            fields.append(f"{_LABELS.get(k, k.replace('_', ' '))}: {_value(k, v)}")
+        gain = rest.get("expected_gain")
+        if kind == "hypothesis" and isinstance(gain, (int, float)) and gain < 0:
+            why = why_tested(rest, swept)
+            fields.append("tested although a loss is expected: " + (why if why not in told else
+                                                                   why.split(";")[0] + " (as above)"))
+            told.add(why)
+        line = "; ".join(fields)
+        if ids:
+            times = [f"#{i} {_ms(by_id[i].time_ms)}" for i in ids if i in by_id and by_id[i].ok]
+            line += f"  [{', '.join(times) or ', '.join(f'#{i}' for i in ids)}]"
+        out.append(f"{kind:10} {line}")
+    return out
 
 
 def _plot_run(rows: list[Any], winner: Any, path: str, title: str) -> None:

@@ -171,6 +171,8 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
         from .datasets.format import read_dataset
         from .measure.replay import ReplayEvaluator
 
+        if kernel in kernels.names():  # the kernel's dims, each positive, before any lookup
+            kernels.get(kernel).problem(dims)
         ds = read_dataset(find_bundled(kernel, dims))
         ev: Any = ReplayEvaluator(ds)
         fixed = ds.meta.get("fixed_configs") or []

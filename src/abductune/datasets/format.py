@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,9 @@ class Coverage:
     restricted_to_records: bool = False
     # a fixed sample (the header's meta.sample): `valid` counts the sample, this the whole space
     sampled_from: int = 0
+    # the space's values were read off the records (a T4 file without our header): a cut file
+    # still covers "all" of them, so completeness proves nothing and the size floor applies
+    values_from_records: bool = False
 
     @property
     def fraction(self) -> float:
@@ -75,16 +79,23 @@ class Coverage:
             return STATED_MIN_FRACTION
         return RESTRICTED_MIN_FRACTION if self.restricted_to_records else STATED_MIN_FRACTION
 
+    @property
+    def complete(self) -> bool:
+        """Every valid config of the stated values has a record (whatever the space's size)."""
+        return self.valid > 0 and self.covered >= self.valid
+
     def trusted(self, min_fraction: float | None = None) -> bool:
         """Can replay trust the optimum? With `min_fraction`, the coverage must reach it; by
         default a stated space must be covered whole, and a restricted dataset must reach
-        RESTRICTED_MIN_FRACTION and hold RESTRICTED_MIN_CONFIGS distinct configs."""
+        RESTRICTED_MIN_FRACTION and hold RESTRICTED_MIN_CONFIGS distinct configs, unless it
+        holds every combination of the values it states (a complete Kernel Tuner cache of a
+        small space is exhaustive whatever its size; a truncated one lacks combinations)."""
         if self.records == 0:
             return False
         if min_fraction is not None:
             return self.fraction >= min_fraction
         if self.restricted_to_records and not self.sampled_from and self.covered < RESTRICTED_MIN_CONFIGS:
-            return False
+            return self.complete and not self.values_from_records
         return self.fraction >= self.min_fraction
 
     def describe(self) -> str:
@@ -119,6 +130,8 @@ class Dataset:
     meta: dict[str, Any] = field(default_factory=dict)
     # records dropped on reading because they lie outside the space: reason -> count
     dropped: dict[str, int] = field(default_factory=dict)
+    # the space's values were read off the records (T4 without our header): see Coverage
+    values_from_records: bool = False
     _space: Space | None = field(default=None, repr=False, compare=False)
     _stated_valid: tuple[str, int] | None = field(default=None, repr=False, compare=False)
 
@@ -183,7 +196,8 @@ class Dataset:
                         duplicates=len(keys) - len(distinct), valid=valid,
                         covered=covered, outside_values=self.dropped.get("outside_values", 0),
                         failing_constraints=self.dropped.get("failing_constraints", 0),
-                        restricted_to_records=self.restricted_to_records, sampled_from=sampled_from)
+                        restricted_to_records=self.restricted_to_records, sampled_from=sampled_from,
+                        values_from_records=self.values_from_records)
 
     @property
     def coverage_fraction(self) -> float:
@@ -213,7 +227,8 @@ class Dataset:
                 "hardware": p.hardware.to_dict() if p.hardware else None,
                 "toolchain": self.toolchain, "space": self.space_dict,
                 "restricted_to_records": self.restricted_to_records, "source": self.source,
-                "note": self.note, "baselines": self.baselines, "meta": self.meta}
+                "note": self.note, "baselines": self.baselines, "meta": self.meta,
+                **({"values_from_records": True} if self.values_from_records else {})}
 
 
 def _open(path: str | Path, mode: str):
@@ -245,6 +260,43 @@ def iter_lines(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
                                    "or truncated") from None
     except FileNotFoundError:
         raise DatasetError(f"dataset file {path} does not exist") from None
+
+
+TIME_RULE = "a recorded time must be a positive, finite number of milliseconds"
+
+
+def bad_time(value: Any) -> bool:
+    """True unless `value` can be a recorded time: a finite number above zero (not a bool)."""
+    return (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value <= 0)
+
+
+def check_times(time_ms: Any, samples: Any, at: str, *, field: str = "time_ms",
+                samples_field: str = "samples_ms", require: bool = True) -> None:
+    """DatasetError naming `at` (file and line, or file and config) unless a successful
+    record's time and samples are positive, finite numbers. Every reader of recorded times
+    (our datasets, Kernel Tuner caches, T4 files) calls this where it reads them, so a
+    negative, zero, NaN, infinite or text time never reaches a replay or a fit. `require`: a
+    record without a time (nor samples) is an error too."""
+    if time_ms is None:
+        if require and not samples:
+            raise DatasetError(f"{at}: {field} is missing; {TIME_RULE}: fix or remove the record")
+    elif bad_time(time_ms):
+        raise DatasetError(f"{at}: {field} is {time_ms!r}; {TIME_RULE}: fix or remove the record")
+    if samples is None:
+        return
+    if not isinstance(samples, (list, tuple)):
+        raise DatasetError(f"{at}: {samples_field} is {samples!r}, expected a list of times; {TIME_RULE}")
+    for s in samples:
+        if bad_time(s):
+            raise DatasetError(f"{at}: {samples_field} holds {s!r}; {TIME_RULE}: fix or remove the record")
+
+
+def check_dataset_times(ds: "Dataset") -> None:
+    """The same check for a Dataset built in code (files are checked when read)."""
+    for i, m in enumerate(ds.records):
+        if m.status.value == "ok":
+            check_times(m.time_ms, list(m.samples_ms), f"{ds.path or ds.name} record {i + 1}")
 
 
 def screen_records(records: Sequence[Measurement], space_dict: Mapping[str, Any], where: str, *,
@@ -292,8 +344,12 @@ def require_exhaustive(ds: Dataset, min_fraction: float | None = None) -> Covera
     cov = ds.coverage()
     if not cov.trusted(min_fraction):
         need = cov.min_fraction if min_fraction is None else min_fraction
-        floor = (f" and {RESTRICTED_MIN_CONFIGS} configs" if min_fraction is None
-                 and cov.restricted_to_records else "")
+        floor = ""
+        if min_fraction is None and cov.restricted_to_records and not cov.sampled_from:
+            # small and complete is exhaustive; the floor is there to catch truncated files
+            floor = (f" and {RESTRICTED_MIN_CONFIGS} configs (its space was read off its own "
+                     "records, so a truncated file looks complete)" if cov.values_from_records else
+                     f" and {RESTRICTED_MIN_CONFIGS} configs, or every combination of its values")
         raise DatasetError(f"{ds.path or ds.name}: not exhaustive: {cov.describe()}; replay needs at "
                            f"least {100 * need:.0f}%{floor}: record the missing configs or lower "
                            "the required fraction")
@@ -339,13 +395,15 @@ def read_dataset(path: str | Path, *, strict: bool = False) -> Dataset:
         missing = [n for n in names if n not in m.config]
         if missing:
             raise DatasetError(f"{path}:{lineno}: config lacks parameter(s) {', '.join(missing)}")
+        if m.status.value == "ok":  # the file's values: from_dict passes a text time through
+            check_times(obj.get("time_ms"), obj.get("samples_ms"), f"{path}:{lineno}")
         records.append(m)
         linenos.append(lineno)
     records, dropped = screen_records(records, space_dict, str(path), strict=strict, linenos=linenos)
     return Dataset(problem, space_dict, records, dict(head.get("toolchain") or {}),
                    bool(head.get("restricted_to_records")), head.get("source", ""),
                    head.get("note", ""), str(path), dict(head.get("baselines") or {}),
-                   dict(head.get("meta") or {}), dropped)
+                   dict(head.get("meta") or {}), dropped, bool(head.get("values_from_records")))
 
 
 def write_dataset(ds: Dataset, path: str | Path) -> None:

@@ -13,8 +13,10 @@ Each record holds the parameter values, `time` (mean of `times` in ms, or a fail
 - `time_ms` is Kernel Tuner's `time`, the **mean** of the samples (not their median, which
   is what our live evaluator reports); `samples_ms` are the `times`.
 - Failure strings: `CompilationFailedConfig` -> `compile_error`, `RuntimeFailedConfig` ->
-  `runtime_error`, `InvalidConfig` -> `pruned`; any other string, and the `1e20` / non-finite
-  times that old Kernel Tuner versions wrote for failures, -> `runtime_error`.
+  `runtime_error`, `InvalidConfig` -> `pruned`; any other ErrorConfig class name (`...Config`),
+  and the `1e20` that old Kernel Tuner versions wrote for failures, -> `runtime_error`. Any
+  other `time` (negative, zero, NaN, infinite, other text) and any such sample in `times` is
+  refused (DatasetError naming the file and the config key): it would be replayed as a time.
 - Cost, as Kernel Tuner accounts it: `compile_s = compile_time / 1000` and
   `bench_s = (benchmark_time + verification_time + framework_time) / 1000`. `strategy_time`
   is left out: it is the cost of the search strategy that recorded the data, not of the
@@ -44,7 +46,7 @@ from ..hardware import KNOWN_GPUS, HardwareInfo, candidates, lookup
 from ..measurement import Measurement
 from ..problem import KERNEL_CLASSES, Problem
 from ..space import Choice, Space
-from .format import Dataset
+from .format import Dataset, check_times
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +55,9 @@ FAILURES = {
     "RuntimeFailedConfig": "runtime_error",
     "InvalidConfig": "pruned",
 }
+
+# Kernel Tuner writes a failed config's `time` as the name of its ErrorConfig class
+_FAILURE_NAME = re.compile(r"[A-Z][A-Za-z]*Config")
 
 _TIME_FIELDS = ("time", "times", "compile_time", "verification_time", "benchmark_time",
                 "framework_time", "strategy_time", "timestamp")
@@ -263,18 +268,16 @@ def _record(key: str, rec: dict[str, Any], names: list[str], space: Space,
                + _num(rec, "framework_time", key, where)) / 1000.0
     extra = {k: v for k, v in rec.items()
              if k not in cfg and k not in _TIME_FIELDS and type(v) in (int, float)}
-    if isinstance(t, str):
+    if isinstance(t, str) and (t in FAILURES or _FAILURE_NAME.fullmatch(t)):
         return Measurement(cfg, FAILURES.get(t, "runtime_error"), compile_s=compile_s,
                            bench_s=bench_s, error=t, extra=extra)
-    if isinstance(t, bool) or not isinstance(t, (int, float)):
-        raise DatasetError(f"{where}: cache entry {key!r}: 'time' is {t!r}, expected a number or "
-                           "a failure string")
-    if not math.isfinite(t) or t >= 1e20:
+    if isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 1e20 and math.isfinite(t):
         return Measurement(cfg, "runtime_error", compile_s=compile_s, bench_s=bench_s,
                            error=f"recorded time {t!r} (failure marker)", extra=extra)
+    # a successful record: its time and samples must be positive milliseconds (a negative,
+    # zero, NaN, infinite or text time would be replayed as the optimum, or crash the score)
     samples = rec.get("times") or []
-    if not isinstance(samples, list) or not all(type(x) in (float, int) for x in samples):
-        raise DatasetError(f"{where}: cache entry {key!r}: 'times' must be a list of numbers")
+    check_times(t, samples, f"{where}: cache entry {key!r}", field="'time'", samples_field="'times'")
     return Measurement(cfg, "ok", time_ms=float(t), samples_ms=list(samples), compile_s=compile_s,
                        bench_s=bench_s, extra=extra)
 

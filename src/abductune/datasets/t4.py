@@ -52,7 +52,7 @@ from ..hardware import HardwareInfo
 from ..measurement import Measurement
 from ..problem import Problem
 from ..space import Choice, Space
-from .format import Dataset, screen_records
+from .format import Dataset, check_times, screen_records
 from .kernel_tuner import (_check_class, _check_dims, _hardware, file_stem, guess_kernel_class,
                            read_json, resolve_hardware)
 
@@ -146,10 +146,12 @@ def from_t4_dict(obj: Any, *, path: str | Path = "<T4>", timeunit: str | None = 
         except (ValueError, TypeError, KeyError) as e:
             raise DatasetError(f"{where}: metadata.abductune.space is malformed ({e})") from None
         restricted = bool(head.get("restricted_to_records", True))
+        from_records = bool(head.get("values_from_records"))
     else:
         space = _space_from_results(results, where, kernel or _default_kernel(meta, where))
         space_dict = space.to_dict()
         restricted = True
+        from_records = True
     names = space.names
 
     records = [_record(i, r, names, scale, where) for i, r in enumerate(results)]
@@ -188,7 +190,7 @@ def from_t4_dict(obj: Any, *, path: str | Path = "<T4>", timeunit: str | None = 
                            f"t4:{Path(where).name}"),
                    note=(head.get("note", "") if head else
                          "imported from T4; bench_s = sum(runtimes) + framework + validation"),
-                   path=where, dropped=dropped)
+                   path=where, dropped=dropped, values_from_records=from_records)
 
 
 def _default_kernel(meta: Mapping[str, Any], where: str) -> str:
@@ -287,11 +289,16 @@ def _record(i: int, r: Mapping[str, Any], names: tuple[str, ...], scale: float,
     runtimes = times.get("runtimes") or []
     if not isinstance(runtimes, list):
         raise DatasetError(f"{where}: results[{i}]: times.runtimes must be a list")
+    objective = _objective_name(r)
+    if status == "ok":  # a correct result's time and runtimes must be positive milliseconds
+        raw = next((m.get("value") for m in r.get("measurements") or []
+                    if isinstance(m, dict) and m.get("name") == objective), None)
+        check_times(raw, runtimes, f"{where}: results[{i}]", field=f"measurement {objective!r}",
+                    samples_field="times.runtimes")
     samples = [x * scale for x in (_num(v) for v in runtimes) if x is not None]
     bench = t("benchmark") * scale if "benchmark" in times else sum(samples)
     bench_ms = bench + (t("framework") + t("validation")) * scale
 
-    objective = _objective_name(r)
     time_ms: float | None = None
     static: dict[str, Any] = {}
     extra: dict[str, Any] = {}
