@@ -35,8 +35,35 @@ FORMAT_VERSION = 1
 _console = Console(width=None if sys.stdout.isatty() else 200)
 
 
-def _open(path: str | None, must_exist: bool = True) -> Store:
-    return Store(path, must_exist=must_exist)
+def _open(ctx: click.Context, must_exist: bool = True) -> Store:
+    """The store named by `--store`, given before the subcommand (`cache --store F ls`) or after
+    it (`cache ls --store F`, like every other command); both only when they agree."""
+    before, after = ctx.obj.get("store"), ctx.params.get("store_path")
+    if before and after and Path(before) != Path(after):
+        raise AbductuneError(f"--store is given twice ({before} before `{ctx.info_name}`, {after} after it); "
+                             "give it once")
+    return Store(after or before, must_exist=must_exist)
+
+
+_STORE_HELP = "Store file (default: $ABDUCTUNE_STORE or the user cache dir)."
+
+
+def _store_option(f: Any) -> Any:
+    """`--store` on each subcommand too, so it goes after the subcommand as everywhere else."""
+    return click.option("--store", "store_path", default=None, type=click.Path(dir_okay=False),
+                        help=_STORE_HELP + " May also come before the subcommand.")(f)
+
+
+def _stored_kernels(store: Store) -> list[str]:
+    return [k for (k,) in store.execute("SELECT DISTINCT kernel FROM contexts ORDER BY kernel")]
+
+
+def _check_kernel(store: Store, kernel: str) -> None:
+    """An unknown kernel name is a mistake, for every subcommand that takes one."""
+    known = _stored_kernels(store)
+    if kernel not in known:
+        raise AbductuneError(f"no kernel named {kernel!r} in {store.path}; stored kernels: "
+                             f"{', '.join(known) or 'none'} (see `abductune cache ls`)")
 
 
 def _contexts(store: Store, kernel: str | None = None) -> list[Context]:
@@ -84,7 +111,7 @@ def _cfg_text(cfg: dict[str, Any] | None) -> str:
 
 @click.group(name="cache")
 @click.option("--store", "store_path", default=None, type=click.Path(dir_okay=False),
-              help="Store file (default: $ABDUCTUNE_STORE or the user cache dir).")
+              help=_STORE_HELP + " May also come after the subcommand.")
 @click.pass_context
 def cache(ctx: click.Context, store_path: str | None) -> None:
     """What @abductune.autotune stored: list, show, export, import, clear."""
@@ -92,10 +119,11 @@ def cache(ctx: click.Context, store_path: str | None) -> None:
 
 
 @cache.command(name="ls")
+@_store_option
 @click.pass_context
-def ls_cmd(ctx: click.Context) -> None:
+def ls_cmd(ctx: click.Context, store_path: str | None) -> None:
     """Kernels, keys and winners."""
-    with _open(ctx.obj["store"]) as store:
+    with _open(ctx) as store:
         table = Table(title=f"store {store.path}")
         for col in ("kernel", "key", "dtypes", "device", "toolchain", "winner", "ms", "configs"):
             table.add_column(col, justify="right" if col in ("ms", "configs") else "left")
@@ -110,16 +138,13 @@ def ls_cmd(ctx: click.Context) -> None:
 @cache.command(name="show")
 @click.argument("kernel")
 @click.option("--top", default=10, show_default=True, help="Configs shown per key.")
+@_store_option
 @click.pass_context
-def show_cmd(ctx: click.Context, kernel: str, top: int) -> None:
+def show_cmd(ctx: click.Context, kernel: str, top: int, store_path: str | None) -> None:
     """Every stored key of KERNEL: its context, runs and fastest configs."""
-    with _open(ctx.obj["store"]) as store:
-        contexts = _contexts(store, kernel)
-        if not contexts:
-            known = sorted({c.kernel for c in _contexts(store)})
-            raise AbductuneError(f"no kernel named {kernel!r} in {store.path}; stored kernels: "
-                                 f"{', '.join(known) or 'none'}")
-        for c in contexts:
+    with _open(ctx) as store:
+        _check_kernel(store, kernel)
+        for c in _contexts(store, kernel):
             cfg, t, _, rows = _decision(store, c)
             _console.print(f"[bold]{c.kernel}[/] {_key_text(c)}  dtypes {c.dtypes}  device {c.hardware}  "
                            f"{c.toolchain}  source {c.source_hash}  space {c.space_fingerprint}")
@@ -225,13 +250,16 @@ def export_vllm_files(store: Store, out: Path, kernel: str | None = None, dim: s
 @click.option("--kernel", default=None, help="Only this kernel.")
 @click.option("--dim", default=None, help="vLLM: the key dimension files are indexed by (default M).")
 @click.option("--device-name", default=None, help="vLLM: device name in file names (default: the store's).")
+@_store_option
 @click.pass_context
 def export_cmd(ctx: click.Context, fmt: str, path: str, kernel: str | None, dim: str | None,
-               device_name: str | None) -> None:
+               device_name: str | None, store_path: str | None) -> None:
     """Write stored winners as Triton autotune JSON or vLLM config JSON into PATH."""
     out = Path(path)
-    out.mkdir(parents=True, exist_ok=True)
-    with _open(ctx.obj["store"]) as store:
+    with _open(ctx) as store:
+        if kernel:
+            _check_kernel(store, kernel)
+        out.mkdir(parents=True, exist_ok=True)
         files = export_triton(store, out, kernel) if fmt == "triton" else \
             export_vllm_files(store, out, kernel, dim, device_name)
     if not files:
@@ -275,15 +303,16 @@ def import_triton_file(store: Store, path: Path) -> bool:
 
 @cache.command(name="import")
 @click.argument("path", type=click.Path(exists=True))
+@_store_option
 @click.pass_context
-def import_cmd(ctx: click.Context, path: str) -> None:
+def import_cmd(ctx: click.Context, path: str, store_path: str | None) -> None:
     """Read files written by `abductune cache export --format triton` (a file or a folder)."""
     p = Path(path)
     files = sorted(p.rglob("*.autotune.json")) if p.is_dir() else [p]
     if not files:
         raise AbductuneError(f"no *.autotune.json files in {p}")
     added = 0
-    with _open(ctx.obj["store"], must_exist=False) as store:
+    with _open(ctx, must_exist=False) as store:
         for f in files:
             added += import_triton_file(store, f)
     click.echo(f"imported {added} key(s), skipped {len(files) - added} already stored")
@@ -292,10 +321,13 @@ def import_cmd(ctx: click.Context, path: str) -> None:
 @cache.command(name="clear")
 @click.argument("kernel", required=False)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@_store_option
 @click.pass_context
-def clear_cmd(ctx: click.Context, kernel: str | None, yes: bool) -> None:
+def clear_cmd(ctx: click.Context, kernel: str | None, yes: bool, store_path: str | None) -> None:
     """Delete the stored measurements and runs of KERNEL (or of every kernel)."""
-    with _open(ctx.obj["store"]) as store:
+    with _open(ctx) as store:
+        if kernel is not None:
+            _check_kernel(store, kernel)
         if not yes:
             click.confirm(f"delete {'kernel ' + kernel if kernel else 'everything'} from {store.path}?", abort=True)
         n = store.clear(kernel)

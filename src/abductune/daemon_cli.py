@@ -12,7 +12,7 @@ from .daemon import DEFAULT_IDLE_S
 def daemon() -> None:
     """Keep the GPU workers warm between commands: a `tune` command then starts measuring at
     once instead of after 4-7 s of `import torch` and CUDA start. The daemon holds a CUDA
-    context (about 0.5 GB of GPU memory) until it has been idle for --idle-minutes."""
+    context (about 1 GB of GPU memory) until it has been idle for --idle-minutes."""
 
 
 @daemon.command(name="start")

@@ -17,6 +17,17 @@ def _shape_list(text: str) -> list[dict[str, int]]:
     return parse_shapes(text)
 
 
+def _progress() -> Any:
+    """The progress bar of `learn`, on stderr like `tune`'s and `replay`'s (none when stderr is
+    not a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .cli import _quiet_bar, err_console
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=err_console, transient=True, disable=_quiet_bar())
+
+
 @click.command(name="learn")
 @click.argument("datasets", nargs=-1)
 @click.option("--from-store", "from_store", is_flag=True, help="Learn from the measurements in the store too.")
@@ -34,22 +45,35 @@ def learn_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | Non
         raise AbductuneError("give datasets (files, folders, 'bundled', 'public') or --from-store")
     check_writable(out)
     obs: list[Any] = []
+    paths: list[Any] = []
     if datasets:
         from .datasets.paths import expand_dataset_args
-        from .heuristics.harvest import observations_from_datasets
 
         paths = expand_dataset_args(datasets)
         if not paths:
             raise AbductuneError(f"no dataset files in {', '.join(datasets)}")
-        obs += observations_from_datasets(paths)
-    if from_store:
-        from .heuristics.harvest import observations_from_store
-        from .store import Store
-
-        with Store(store_path, must_exist=True) as st:
-            obs += observations_from_store(st)
     meta = {"sources": list(datasets) + (["store"] if from_store else [])}
-    book = learn_with_held_out(obs, meta) if held_out else learn(obs)
+    with _progress() as bar:  # reading and fitting take 15-30 s for 'bundled': say what runs
+        if paths:
+            from .heuristics.harvest import observations_from_datasets
+
+            task = bar.add_task("reading datasets", total=len(paths))
+            for p in paths:
+                bar.update(task, description=f"reading {Path(p).name}")
+                obs += observations_from_datasets([p])
+                bar.advance(task)
+            bar.update(task, description=f"read {len(paths)} dataset(s)")
+        if from_store:
+            from .heuristics.harvest import observations_from_store
+            from .store import Store
+
+            with Store(store_path, must_exist=True) as st:
+                obs += observations_from_store(st)
+        fit = bar.add_task(f"fitting rules to {len(obs)} problems", total=None)
+
+        def step(done: int, total: int) -> None:
+            bar.update(fit, completed=done, total=total)
+        book = learn_with_held_out(obs, meta, progress=step) if held_out else learn(obs, progress=step)
     book.meta = meta
     book.save(out)
     click.echo(f"wrote {out}: {len(book)} rules from {len(obs)} problems")

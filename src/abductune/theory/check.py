@@ -49,6 +49,7 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
     for p in preds:
         first = dict(p.config)
         todo = [first]
+        first_bad = ""
         while todo:
             cfg = todo.pop(0)
             facts = compile_fn(spec, cfg, problem.to_dict(), problem.hardware.arch)
@@ -56,7 +57,13 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
             if not bad:
                 echo(f"checked: compiles for {problem.hardware.arch} with {facts['registers']} registers, "
                      "no spills")
-                return p if cfg is first else dataclasses.replace(p, config=cfg)
+                if cfg is first:
+                    return p
+                moved = ", ".join(f"{k} {first[k]} -> {cfg[k]}" for k in cfg if first.get(k) != cfg[k])
+                return dataclasses.replace(p, config=cfg, repairs=(
+                    *p.repairs, f"compile check: {moved} (with the values before, it {first_bad})"))
+            if cfg is first:
+                first_bad = bad
             echo(f"passed over {format_config(cfg)}: {bad}")
             if facts["spills"] and cfg is first:  # relief configs differ from it and from each other
                 todo += relief(space, cfg)

@@ -37,14 +37,14 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ..classify import Classification, classify, next_pow2, tile_dim, tile_dim_name
 from ..errors import AbductuneError, InvalidSeed, SpaceError
 from ..hardware import HardwareInfo
 from ..heuristics.harvest import geomean
 from ..heuristics.observed import ANY, hardware_keys
-from ..problem import Problem
+from ..problem import Holdout, Problem, as_holdout
 from ..space import Config, Space
 from . import resources
 
@@ -123,10 +123,13 @@ class TheoryRule:
     def describe(self) -> str:
         return "; ".join(f.describe(r) for r, f in sorted(self.forms.items()))
 
-    def learned_from_problem(self, problem: Problem) -> bool:
-        return any(o.get("key") == problem.key() or (o.get("kernel") == problem.kernel
-                                                     and o.get("dims") == dict(problem.dims))
-                   for o in self.learned_from)
+    def learned_from_problem(self, problem: "Problem | Holdout") -> bool:
+        """Whether a dataset this rule was learned from is one the holdout (a Problem: its
+        shape) must not know."""
+        h = as_holdout(problem)
+        assert h is not None
+        return any(h.covers(str(o.get("kernel", "")), o.get("dims"), str(o.get("key", "")),
+                            str(o.get("source_hash", ""))) for o in self.learned_from)
 
     def to_dict(self) -> dict[str, Any]:
         return {"hardware": self.hardware, "kernel_class": self.kernel_class, "regime": self.regime,
@@ -254,6 +257,42 @@ def instantiate(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
         if all(kept[n] == v for n, v in pinned.items()):
             cfg = kept
     return cfg
+
+
+def departures(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
+               config: Mapping[str, Any]) -> list[str]:
+    """Where `instantiate` served another value than the rule's own (a constant role, or warps
+    per tile elements) to satisfy the space's constraints, as one repair line naming the
+    constraints the rule's values together break; [] when it served the rule's values."""
+    params = _role_params(space)
+    hw = problem.hardware
+    want: dict[str, Any] = {}
+    for role, form in rule_forms.items():
+        p = params.get(role)
+        if p is None:
+            continue
+        if form.kind == "const":
+            want[p.name] = form.value if form.value in p.values else _nearest_value(p, float(form.value)) \
+                if isinstance(form.value, (int, float)) and not isinstance(form.value, bool) else p.values[0]
+        elif form.kind == "per" and hw is not None and hw.warp_size:
+            elems = tile_elements(problem, space, config)
+            if elems:
+                want[p.name] = _nearest_value(p, elems / (hw.warp_size * float(form.value)))
+    moved = {n: v for n, v in want.items() if config.get(n) != v}
+    if not moved:
+        return []
+    intended = {**config, **want}
+    broken = []
+    for c in getattr(space, "constraints", ()):
+        try:
+            ok = bool(c(intended))
+        except Exception:  # noqa: BLE001 - a constraint that cannot judge it says nothing here
+            ok = True
+        if not ok:
+            broken.append(getattr(c, "source", None) or getattr(c, "__name__", "a constraint"))
+    why = ("the rule's values break " + " and ".join(broken)) if broken else \
+        "the nearest valid config to the rule's values"
+    return ["space constraints: " + ", ".join(f"{n} {v} -> {config[n]}" for n, v in moved.items()) + f" ({why})"]
 
 
 def warpgroup_repair(problem: Problem, space: Space, config: Mapping[str, Any]) -> Config | None:
@@ -423,18 +462,21 @@ def _fit_group(group: Sequence[Any]) -> tuple[dict[str, Form], list[float]] | No
     return best, _score(best, group, cache)
 
 
-def learn(observations: Iterable[Any], *, exclude: Problem | None = None,
-          only: Classification | None = None) -> "TheoryBook":
+def learn(observations: Iterable[Any], *, exclude: "Problem | Holdout | None" = None,
+          only: Classification | None = None,
+          progress: Callable[[int, int], None] | None = None) -> "TheoryBook":
     """Rules from observations (`heuristics.harvest.Observation`: a problem, its space and the
     times of its configs), one per (hardware level, class, regime, dtype family) group that
-    has problems with roles; `exclude` leaves a problem out (leave-one-shape-out); `only`
-    learns just the groups a lookup for that classification visits."""
+    has problems with roles; `exclude` leaves out what a `Holdout` covers (a Problem: its
+    shape, leave-one-shape-out); `only` learns just the groups a lookup for that
+    classification visits. `progress(done, total)` hears each group fitted (a CLI bar)."""
     groups: dict[tuple[str, str, str, str], list[Any]] = {}
+    hold = as_holdout(exclude)
     for o in observations:
         if only is not None and o.classification().kernel_class != only.kernel_class:
             continue
-        if exclude is not None and (o.problem.key() == exclude.key() or (
-                o.problem.kernel == exclude.kernel and dict(o.problem.dims) == dict(exclude.dims))):
+        if hold is not None and hold.covers(o.problem.kernel, o.problem.dims, o.problem.key(),
+                                            o.problem.source_hash):
             continue
         if not _role_params(o.space) or not math.isfinite(o.optimum):
             continue
@@ -446,9 +488,10 @@ def learn(observations: Iterable[Any], *, exclude: Problem | None = None,
                 groups.setdefault((hw_key, cls.kernel_class, regime, cls.dtype_family), []).append(o)
     rules = []
     fits: dict[frozenset, Any] = {}  # the GPU, its family and "any" often hold the same problems
-    for (hw_key, kclass, regime, fam), group in sorted(groups.items()):
-        if regime != ALL and len(group) < MIN_GROUP:
-            continue
+    todo = [(key, group) for key, group in sorted(groups.items()) if key[2] == ALL or len(group) >= MIN_GROUP]
+    for done, ((hw_key, kclass, regime, fam), group) in enumerate(todo, 1):
+        if progress is not None:
+            progress(done - 1, len(todo))
         ident = frozenset(id(o) for o in group)
         if ident not in fits:
             fits[ident] = _fit_group(group)
@@ -465,8 +508,11 @@ def learn(observations: Iterable[Any], *, exclude: Problem | None = None,
                                 sum(r <= SUPPORT_TOLERANCE for r in ratios),
                                 sum(r > SUPPORT_TOLERANCE for r in ratios),
                                 [{"key": o.problem.key(), "kernel": o.problem.kernel, "dims": dict(o.problem.dims),
-                                  "hardware": o.problem.hardware.name if o.problem.hardware else ""}
+                                  "hardware": o.problem.hardware.name if o.problem.hardware else "",
+                                  **({"source_hash": o.problem.source_hash} if o.problem.source_hash else {})}
                                  for o in group], dims))
+    if progress is not None:
+        progress(len(todo), len(todo))
     return TheoryBook(rules)
 
 
@@ -489,7 +535,7 @@ class TheoryBook:
     def __iter__(self):
         return iter(self.rules.values())
 
-    def candidates(self, problem: Problem, space: Space, *, exclude: Problem | None = None
+    def candidates(self, problem: Problem, space: Space, *, exclude: "Problem | Holdout | None" = None
                    ) -> list[tuple[str, TheoryRule]]:
         cls = classify(problem, space)
         out = []
@@ -501,12 +547,12 @@ class TheoryBook:
                         out.append((level, r))
         return out
 
-    def predict(self, problem: Problem, space: Space, *, exclude: Problem | None = None) -> Prediction | None:
+    def predict(self, problem: Problem, space: Space, *, exclude: "Problem | Holdout | None" = None) -> Prediction | None:
         """The first of `predictions`, or None."""
         got = self.predictions(problem, space, exclude=exclude)
         return got[0] if got else None
 
-    def predictions(self, problem: Problem, space: Space, *, exclude: Problem | None = None) -> list[Prediction]:
+    def predictions(self, problem: Problem, space: Space, *, exclude: "Problem | Holdout | None" = None) -> list[Prediction]:
         """The applicable rules of the nearest hardware level that has one, instantiated on
         (problem, space), best first, one per distinct config. The best is the rule that
         extrapolates least. Rules are tried in lookup order (nearest hardware level first; within it the
@@ -529,7 +575,7 @@ class TheoryBook:
             except (InvalidSeed, SpaceError) as e:
                 log.debug("rule %s does not fit %s: %s", rule.key, problem.kernel, e)
                 continue
-            repairs: list[str] = []
+            repairs: list[str] = departures(rule.forms, problem, space, cfg)
             repaired = warpgroup_repair(problem, space, cfg)
             if repaired is not None and space.key(repaired) != space.key(cfg):
                 log.debug("rule %s on %s: %s raised to a warpgroup MMA tile: %s", rule.key, problem.kernel, cfg,
@@ -628,7 +674,7 @@ def bundled_observations() -> list[Any]:
 
 
 def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
-            exclude: Problem | None = None) -> Prediction | None:
+            exclude: "Problem | Holdout | None" = None) -> Prediction | None:
     """Zero-shot config for (problem, space). With `exclude` (a replay of a recorded problem),
     rules learned from it are re-learned without it from the bundled data when that is where
     they came from, so no prediction is scored with its own answer."""
@@ -637,15 +683,27 @@ def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
 
 
 def predictions(problem: Problem, space: Space, *, book: TheoryBook | None = None,
-                exclude: Problem | None = None) -> list[Prediction]:
+                exclude: "Problem | Holdout | None" = None) -> list[Prediction]:
     """Every applicable rule's distinct config, best first (see `TheoryBook.predictions`);
     `exclude` as in `predict`."""
     book = book if book is not None else packaged_book()
-    if exclude is not None and any(r.learned_from_problem(exclude) for _, r in book.candidates(problem, space)):
-        held = book.held_out.get(shape_id(exclude))
-        book = held if held is not None else learn(bundled_observations(), exclude=exclude,
-                                                   only=classify(problem, space))
-    return book.predictions(problem, space, exclude=exclude)
+    hold = as_holdout(exclude)
+    if hold is not None and any(r.learned_from_problem(hold) for _, r in book.candidates(problem, space)):
+        held = book.held_out.get(shape_id(hold.problem)) if hold.level == "shape" else None
+        book = held if held is not None else _relearned(hold, classify(problem, space))
+    return book.predictions(problem, space, exclude=hold)
+
+
+_RELEARNED: dict[tuple, "TheoryBook"] = {}
+
+
+def _relearned(hold: Holdout, cls: Classification) -> "TheoryBook":
+    """The bundled data's rules learned without what `hold` covers (cached per holdout)."""
+    k = (hold.level, hold.problem.kernel, tuple(sorted(hold.problem.dims.items())) if hold.level == "shape" else (),
+         cls.kernel_class)
+    if k not in _RELEARNED:
+        _RELEARNED[k] = learn(bundled_observations(), exclude=hold, only=cls)
+    return _RELEARNED[k]
 
 
 def shape_id(problem: Problem) -> str:
@@ -654,12 +712,19 @@ def shape_id(problem: Problem) -> str:
     return problem.kernel + ":" + ",".join(f"{k}={v}" for k, v in sorted(problem.dims.items()))
 
 
-def learn_with_held_out(observations: Sequence[Any], meta: Mapping[str, Any] | None = None) -> TheoryBook:
+def learn_with_held_out(observations: Sequence[Any], meta: Mapping[str, Any] | None = None,
+                        progress: Callable[[int, int], None] | None = None) -> TheoryBook:
     """A book from every observation, plus for each one the rules its lookup would use when
-    that observation is left out: what ships, so replays never re-learn."""
+    that observation is left out: what ships, so replays never re-learn. `progress(done,
+    total)` hears each of the 1 + len(observations) books learned."""
+    total = 1 + len(observations)
     book = learn(observations)
     book.meta = dict(meta or {})
-    for o in observations:
+    for i, o in enumerate(observations, 1):
+        if progress is not None:
+            progress(i, total)
         held = learn(observations, exclude=o.problem, only=o.classification())
         book.held_out[shape_id(o.problem)] = held
+    if progress is not None:
+        progress(total, total)
     return book
