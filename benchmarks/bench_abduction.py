@@ -27,7 +27,9 @@ re-measurements included.
 and the range. On the public spaces mean P moves by up to 0.13 at 50 evaluations with the
 base seed alone, so a single seed cannot judge a change there.
 
-Writes JSON under benchmarks/results/ (--out) and prints Markdown tables.
+Writes JSON to --out (default: benchmarks/out/abduction.json, an untracked folder; the figures
+kept in docs live in benchmarks/results/, written only when --out names them) and prints
+Markdown tables.
 """
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 BASELINES = ["random", "coordesc", "pattern", "beam", "genetic", "tpe"]
 STRATEGIES = ["abduction", *BASELINES]
 BUDGETS = {"bundled": [8, 16, 32, 64], "public": [20, 50, 100, 200], "transfer": [20, 50, 100, 200]}
-RESULTS = Path(__file__).resolve().parent / "results"
+# results go where --out says, else to the untracked benchmarks/out/ (never over a tracked file)
+OUT = Path(__file__).resolve().parent / "out"
 
 
 def datasets(suite: str, quick: bool) -> list[Path]:
@@ -216,7 +219,7 @@ def main() -> None:
                   f"noise={'on' if r['noise'] else 'off'} seed={r['seed']} {r['seconds']:.0f}s"
                   + (f" NOTE: {r['note']}" if r["note"] and r["suite"] != "transfer" else ""), file=sys.stderr)
     summary = summarise(results)
-    out = Path(args.out) if args.out else RESULTS / ("abduction_quick.json" if args.quick else "abduction.json")
+    out = Path(args.out) if args.out else OUT / ("abduction_quick.json" if args.quick else "abduction.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"command": " ".join(sys.argv), "repeats": repeats, "strategies": strategies,
                                "base_seeds": base_seeds,

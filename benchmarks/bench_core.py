@@ -3,6 +3,9 @@ space, and the cost of a replayed evaluation and of a search step.
 
     python benchmarks/bench_core.py [--json PATH] [--repeat 5] [--quick]
 
+Writes JSON to --json (default: benchmarks/out/core.json, an untracked folder; the figures kept
+in docs are benchmarks/results/core.json, written only when --json names it).
+
 Targets: enumerating a ~20,000-config space in well under a second; a replayed evaluation
 in microseconds. Every figure is the best of `--repeat` runs (time.perf_counter).
 """
@@ -133,9 +136,13 @@ def bench_public(repeat: int, quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
+# results go where --out says, else to the untracked benchmarks/out/ (never over a tracked file)
+OUT = Path(__file__).resolve().parent / "out"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--json", default=str(Path(__file__).parent / "results" / "core.json"))
+    ap.add_argument("--json", default=str(OUT / "core.json"))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="fewer evaluations (smoke run)")
     args = ap.parse_args(argv)

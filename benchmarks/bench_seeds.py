@@ -17,7 +17,8 @@ that database plus the registry heuristics. Then:
     python benchmarks/bench_seeds.py --datasets bundled --strategies coordesc,random --jobs 2
     python benchmarks/bench_seeds.py --no-replay          # seeds and leave-one-out only
 
-Writes JSON (--out) and prints the tables (Markdown, ready for docs/PERFORMANCE.md).
+Writes JSON to --out (default: benchmarks/out/seeds.json, an untracked folder) and prints the
+tables (Markdown, ready for docs/PERFORMANCE.md).
 """
 from __future__ import annotations
 
@@ -136,7 +137,8 @@ def main() -> None:
     ap.add_argument("--granularity", type=int, default=2)
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 0))
     ap.add_argument("--no-replay", action="store_true")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "seeds.json"))
+    # results go where --out says, else to the untracked benchmarks/out/ (never over a tracked file)
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "out" / "seeds.json"))
     args = ap.parse_args()
 
     strategies = sorted(STRATEGIES) if args.strategies == "all" else \

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune_kernels import INTERPRET, interpreted, interpreted_suite
+from autotune_kernels import INTERPRET, interpreted
 
 if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set before triton is imported
     torch = pytest.importorskip("torch")
@@ -25,8 +25,6 @@ if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set be
     from abductune.autotune import Autotuner, config_dict, space_from_configs
     from abductune.errors import AbductuneError
     from abductune.store import Store
-
-test_all_in_an_interpreted_process = interpreted_suite(__file__, globals())
 
 
 HERE = Path(__file__).resolve().parent

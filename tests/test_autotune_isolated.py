@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from autotune_kernels import INTERPRET, env, interpreted, interpreted_suite
+from autotune_kernels import INTERPRET, env, interpreted
 
 if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set before triton is imported
     torch = pytest.importorskip("torch")
@@ -30,8 +30,6 @@ if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set be
     from abductune.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
-test_all_in_an_interpreted_process = interpreted_suite(__file__, globals())
-
 
 def second_process(store: Path) -> dict:
     code = ("import json, sys; from autotune_kernels import crashy; "

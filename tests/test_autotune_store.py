@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from autotune_kernels import INTERPRET, env, interpreted, interpreted_suite
+from autotune_kernels import INTERPRET, env, interpreted
 
 if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set before triton is imported
     torch = pytest.importorskip("torch")
@@ -28,8 +28,6 @@ if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set be
     from abductune.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
-test_all_in_an_interpreted_process = interpreted_suite(__file__, globals())
-
 
 def fixed_timer(cfg, launch):  # as in autotune_kernels/child.py "fixed"
     return [{16: 3.0, 32: 1.0}[cfg["BLOCK_SIZE_M"]] + (cfg["BLOCK_SIZE_N"] == 32)]

@@ -46,7 +46,42 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (d / "db_list.json").write_text("[]")
     (d / "db_other.json").write_text('{"format": "something-else"}')
     _newer_store(d / "newer.sqlite")
+    _bad_time_files(d, raw)
     return d
+
+
+BAD_TIMES = {"neg": -46.81, "zero": 0, "nan": float("nan"), "str": "fast"}
+
+
+def _bad_time_files(d: Path, raw: bytes) -> None:
+    """Issue 28 item 3: for each bad time (negative, zero, NaN, a string), an abductune dataset
+    (`ds_*.jsonl`, line 4 bad), a Kernel Tuner cache (`kt_*.json`, entry '32,4' bad) and a T4
+    file (`t4_*.json`, results[2] bad); and good small ones of each foreign kind."""
+    lines = raw.decode().splitlines()
+    cache = {f"{b},{w}": {"BLOCK": b, "num_warps": w, "time": b / w, "times": [b / w] * 3,
+                          "compile_time": 10.0} for b in (16, 32, 64) for w in (4, 8)}
+    kt = {"device_name": "NVIDIA A100-PCIE-40GB", "kernel_name": "my_gemm", "problem_size": [64, 64],
+          "tune_params_keys": ["BLOCK", "num_warps"], "tune_params": {"BLOCK": [16, 32, 64], "num_warps": [4, 8]}}
+    (d / "kt_good.json").write_text(json.dumps({**kt, "cache": cache}))
+    t4 = {"schema_version": "1.0.0", "metadata": {"timeunit": "milliseconds"}, "results": [
+        {"configuration": {"BLOCK": r["BLOCK"], "num_warps": r["num_warps"]}, "objectives": ["time"],
+         "times": {"compilation_time": 10.0, "runtimes": r["times"]}, "invalidity": "correct", "correctness": 1,
+         "measurements": [{"name": "time", "value": r["time"], "unit": "milliseconds"}]} for r in cache.values()]}
+    (d / "t4_good.json").write_text(json.dumps(t4))
+    for name, bad in BAD_TIMES.items():
+        rec = json.loads(lines[3])
+        rec["time_ms"] = bad
+        (d / f"ds_{name}.jsonl").write_text("\n".join([*lines[:3], json.dumps(rec), *lines[4:]]) + "\n")
+        c = json.loads(json.dumps(cache))
+        c["32,4"]["time"] = bad
+        (d / f"kt_{name}.json").write_text(json.dumps({**kt, "cache": c}))
+        t = json.loads(json.dumps(t4))
+        t["results"][2]["measurements"][0]["value"] = bad
+        (d / f"t4_{name}.json").write_text(json.dumps(t))
+
+
+def _contents(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
 def _newer_store(path: Path) -> None:
@@ -163,6 +198,48 @@ CASES: list[tuple[list[str], str]] = [
     (["harvest", "--vllm-import", "adir"], "no vLLM config files given"),
 ]
 
+# issue 28: bad times where a file is read or imported (item 3), dims checked where --shapes is
+# parsed and against the kernel before any dataset lookup (item 5), kernels without replay data
+# (item 10)
+_TIME_WORDS = {"neg": "is -46.81;", "zero": "is 0;", "nan": "is nan;", "str": "is 'fast';"}
+_rule = "a recorded time must be a positive, finite number of milliseconds"
+for _name, _word in _TIME_WORDS.items():
+    CASES += [
+        (["replay", f"ds_{_name}.jsonl"], f"ds_{_name}.jsonl:4: time_ms {_word} {_rule}"),
+        (["replay", f"kt_{_name}.json"], f"kt_{_name}.json: cache entry '32,4': 'time' {_word} {_rule}"),
+        (["replay", f"t4_{_name}.json"], f"t4_{_name}.json: results[2]: measurement 'time' {_word} {_rule}"),
+        (["import", f"kt_{_name}.json", "o.jsonl"], f"kt_{_name}.json: cache entry '32,4': 'time' {_word}"),
+        (["import", f"t4_{_name}.json", "o.jsonl"], f"t4_{_name}.json: results[2]: measurement 'time' {_word}"),
+        (["import", f"ds_{_name}.jsonl", "o.jsonl"], f"ds_{_name}.jsonl:4: time_ms {_word}"),
+    ]
+CASES += [
+    (["harvest", "kt_neg.json"], "kt_neg.json: cache entry '32,4': 'time' is -46.81;"),
+    (["learn", "ds_nan.jsonl", "--out", "t.json"], "ds_nan.jsonl:4: time_ms is nan;"),
+    (["predict", "t4_str.json"], "t4_str.json: results[2]: measurement 'time' is 'fast';"),
+]
+_MM = ["tune", "--mode", "replay", "--kernel", "matmul_fp16", "--shapes"]
+_PR = ["predict", "--kernel", "matmul_fp16", "--no-check", "--shapes"]
+for _cmd in (_MM, _PR, ["tune", "--kernel", "matmul_fp16", "--shapes"]):  # the last: --mode auto
+    CASES += [
+        ([*_cmd, "M=0,N=4096,K=4096"], "bad shape 'M=0,N=4096,K=4096': every dim must be positive, got M=0"),
+        ([*_cmd, "M=-16,N=4096,K=4096"], "every dim must be positive, got M=-16"),
+        ([*_cmd, "N=4096,K=4096"], "kernel 'matmul_fp16' takes dims ['M', 'N', 'K'], got {'N': 4096, 'K': 4096}"),
+        ([*_cmd, "M=16,N=4096,K=4096,Q=3"], "takes dims ['M', 'N', 'K'], got {'M': 16, 'N': 4096, 'K': 4096, 'Q': 3}"),
+        ([*_cmd, "M=16,M=32,N=4096,K=4096"], "bad shape 'M=16,M=32,N=4096,K=4096': dim M is given twice"),
+        ([*_cmd, "M=16,N=4096,K=4096;M=16,N=4096,K=4096,K=8"], "dim K is given twice"),
+        ([*_cmd, ";"], "--shapes ';' names no shape"),
+    ]
+CASES += [
+    # a second shape's mistake is found before the first shape is looked up or tuned
+    ([*_MM, "M=16,N=4096,K=4096;M=16,N=4096"], "takes dims ['M', 'N', 'K'], got {'M': 16, 'N': 4096}"),
+    (["tune", "--mode", "replay", "--kernel", "matmul_bf16"], "matmul_bf16 has no bundled replay data"),
+    (["tune", "--kernel", "rmsnorm_bf16", "--shapes", "rows=4096,cols=4096"],
+     "rmsnorm_bf16 has no bundled replay data, so it can only be tuned live on a GPU (--mode live); without "
+     "a GPU, tune one that has: matmul_fp16, softmax_fp16, rmsnorm_fp16, gelu_mul_fp16"),
+    # nothing is opened or written first: no store, no --json file (the folder is compared)
+    ([*_MM, "M=16,N=4096,K=0", "--store", "s.sqlite", "--json", "o.json"], "every dim must be positive"),
+]
+
 # sweep needs torch and triton to get past its first check (see test_sweep_says_install_the_gpu_extra)
 SWEEP_CASES: list[tuple[list[str], str]] = [
     (["sweep", "--out", "s"], "Missing option '--kernel'"),
@@ -215,12 +292,14 @@ def assert_one_line(code: int, stderr: str, exc: BaseException | None, want: str
 @pytest.mark.parametrize("args, want", _cases())
 def test_bad_input_gives_one_line_and_exit_2(files: Path, args: list[str], want: str):
     before = sorted(p.name for p in files.iterdir())
+    contents = _contents(files)
     newer = (files / "newer.sqlite").read_bytes()
     code, _, err, exc = run_cli(args, files)
     assert_one_line(code, err, exc, want)
     # a failed command leaves nothing behind: no output, no store, no sweep folder
     assert sorted(p.name for p in files.iterdir()) == before
     assert (files / "newer.sqlite").read_bytes() == newer  # a refused store is not modified
+    assert _contents(files) == contents  # no input file is changed either
 
 
 def test_a_read_only_store_answers_a_finished_tune_and_refuses_new_work_in_one_line(tmp_path: Path,
@@ -470,3 +549,144 @@ def test_ctrl_c_during_a_replay_tune_without_store_and_a_replay_say_nothing_was_
     code, _, err, _ = run_cli(["replay", str(_gelu_small()), "--strategy", "random", "--repeats", "1"], tmp_path)
     assert code == 130 and err.splitlines() == [
         "interrupted: replay measures nothing and keeps nothing (it reads recorded datasets): rerun it to start again"]
+
+
+# ------------------------------------------------------------- issue 28: the first ten minutes
+
+NO_GPU_STACK = textwrap.dedent("""
+    # this process has no triton and no torch, whatever is installed
+    import importlib.abc, importlib.util, json, sys
+
+    class Block(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name.split(".")[0] in ("triton", "torch"):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+    sys.meta_path.insert(0, Block())
+    real = importlib.util.find_spec
+    importlib.util.find_spec = lambda name, *a, **k: None if name.split(".")[0] in ("triton", "torch") \\
+        else real(name, *a, **k)
+    from click.testing import CliRunner
+    from abductune.cli import main
+    out = []
+    for args in json.loads(sys.argv[1]):
+        r = CliRunner().invoke(main, args)
+        out.append([r.exit_code, r.stdout, r.stderr, "triton" in sys.modules or "torch" in sys.modules])
+    print(json.dumps(out))
+""")
+
+
+def test_predict_no_check_and_dims_checks_work_without_triton(tmp_path: Path):
+    """Item 2: `predict --kernel ... --no-check` serves an unchecked prediction with a note on a
+    machine without Triton (the built-in specs import without it); item 5 there too: the dims
+    of `tune` and `predict` are checked against the kernel, one line each; item 10: `kernels`."""
+    runs = [["predict", "--kernel", "matmul_fp16", "--shapes", "M=16,N=4096,K=4096;M=200,N=5000,K=700",
+             "--no-check"],
+            ["predict", "--kernel", "rmsnorm_fp16", "--shapes", "rows=4096,cols=4096"],
+            ["predict", "--kernel", "matmul_fp16", "--shapes", "M=16,N=4096", "--no-check"],
+            ["tune", "--kernel", "matmul_fp16", "--shapes", "M=16,M=32,N=4096,K=4096"],
+            ["tune", "--kernel", "gelu_mul_fp16", "--shapes", "rows=4"],
+            ["kernels"]]
+    r = subprocess.run([sys.executable, "-c", NO_GPU_STACK, json.dumps(runs)], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert r.returncode == 0, r.stderr[-3000:]
+    (nocheck, default, missing, dup, wrong, kern) = json.loads(r.stdout.splitlines()[-1])
+    assert not any(run[3] for run in (nocheck, default, missing, dup, wrong, kern))  # really without them
+    code, out, err, _ = nocheck
+    assert code == 0 and err == "", (out, err)
+    lines = out.splitlines()
+    assert lines[0].startswith("predictions unchecked (--no-check): ")
+    assert [ln.split(":")[0] for ln in lines if not ln.startswith(" ")][1:] == [
+        "matmul_fp16 M=16,N=4096,K=4096", "matmul_fp16 M=200,N=5000,K=700"]
+    assert all("BLOCK_M=" in ln for ln in lines if ln.startswith("matmul_fp16"))
+    code, out, err, _ = default
+    assert code == 0 and out.startswith("predictions unchecked: Triton is not installed") and "BLOCK=" in out
+    for (code, out, err, _), want in ((missing, "takes dims ['M', 'N', 'K'], got {'M': 16, 'N': 4096}"),
+                                      (dup, "dim M is given twice"),
+                                      (wrong, "kernel 'gelu_mul_fp16' takes dims ['numel'], got {'rows': 4}")):
+        assert code == 2 and out == "" and err.count("\n") == 1 and want in err, (code, out, err)
+    code, out, err, _ = kern
+    assert code == 0 and "matmul_bf16" in out
+
+
+def test_kernels_says_which_have_replay_data_and_the_fix_works(tmp_path: Path):
+    """Item 10: `abductune kernels` marks the kernels that `tune` can replay without a GPU, and
+    names the dims; a kernel without data says where it can be tuned, and a kernel it names
+    as having data does tune."""
+    code, out, err, exc = run_cli(["kernels"], tmp_path)
+    assert code == 0 and exc is None, err
+    rows = {ln.split()[0]: ln for ln in out.splitlines() if ln.split() and "_" in ln.split()[0]}
+    assert set(rows) == {"matmul_fp16", "matmul_bf16", "softmax_fp16", "rmsnorm_fp16", "rmsnorm_bf16",
+                         "gelu_mul_fp16"}
+    for k in ("matmul_bf16", "rmsnorm_bf16"):
+        assert "no: live only" in rows[k]
+    assert "yes: 16 recorded shapes" in rows["matmul_fp16"] and "M,N,K" in rows["matmul_fp16"]
+    assert "yes: 3 recorded shapes" in rows["gelu_mul_fp16"] and "numel" in rows["gelu_mul_fp16"]
+    code, _, err, exc = run_cli(["tune", "--mode", "replay", "--kernel", "rmsnorm_bf16"], tmp_path)
+    assert_one_line(code, err, exc, "tune one that has: matmul_fp16, softmax_fp16, rmsnorm_fp16, gelu_mul_fp16")
+    suggested = err.split("tune one that has: ")[1].split(" (")[0].split(", ")
+    code, out, err, exc = run_cli(["tune", "--mode", "replay", "--kernel", suggested[-1], "--budget", "4"],
+                                  tmp_path)
+    assert code == 0, (err, exc)
+    assert f"#1 {suggested[-1]}" in out
+
+
+def test_replay_plot_without_matplotlib_fails_before_the_replay(files: Path, monkeypatch):
+    """Item 13: the missing extra is said at once, not after the whole replay."""
+    import abductune.evaluate as evaluate
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **k: None if name == "matplotlib" else real(name, *a, **k))
+
+    def replayed(*a, **kw):
+        raise AssertionError("the replay ran before matplotlib was checked")
+    monkeypatch.setattr(evaluate, "compare_on_dataset", replayed)
+    before = _contents(files)
+    code, _, err, exc = run_cli(["replay", "good.jsonl", "--plot", "p.png"], files)
+    assert_one_line(code, err, exc, "plotting needs matplotlib: pip install abductune[plot]")
+    assert _contents(files) == before
+
+
+def test_learn_shows_progress_on_stderr(tmp_path: Path, monkeypatch):
+    """Item 15: `learn` says what it is doing (reading each dataset, fitting the rules) with the
+    same progress bar on stderr as `tune` and `replay` (a terminal only; none in a pipe)."""
+    import io
+
+    from rich.console import Console
+
+    import abductune.cli as cli
+
+    buf = io.StringIO()
+    monkeypatch.setattr(cli, "err_console", Console(file=buf, force_terminal=True, width=120))
+    monkeypatch.setattr(cli, "_quiet_bar", lambda: False)
+    gelu = [str(p) for p in bundled_datasets(kernel="gelu_mul_fp16")]
+    code, out, err, exc = run_cli(["learn", *gelu, "--out", "t.json"], tmp_path)
+    assert code == 0, (err, exc)
+    shown = buf.getvalue()
+    assert "reading datasets" in shown and f"read {len(gelu)} dataset(s)" in shown
+    assert f"fitting rules to {len(gelu)} problems" in shown and f"{len(gelu)}/{len(gelu)}" in shown
+    assert out.startswith("wrote t.json")
+    # in a pipe (the default here) nothing but the result
+    code, out, err, exc = run_cli(["learn", *gelu, "--out", "t2.json"], tmp_path)
+    assert code == 0 and err == ""
+
+
+def test_replay_takes_a_complete_small_kernel_tuner_cache_and_refuses_a_cut_one(files: Path, tmp_path: Path):
+    """Item 25: a cache of every config of a small space (6 here, below the 100-config floor) is
+    exhaustive; a cut one, and a small T4 file whose space is read off its own records (a cut
+    file would look complete too), are refused, and the message does not contradict itself."""
+    code, out, err, exc = run_cli(["replay", str(files / "kt_good.json"), "--strategy", "random",
+                                   "--budget", "4", "--repeats", "2"], tmp_path)
+    assert code == 0, (err, exc)
+    assert "random" in out
+    cut = json.loads((files / "kt_good.json").read_text())
+    cut["cache"] = dict(list(cut["cache"].items())[:4])
+    (tmp_path / "kt_cut.json").write_text(json.dumps(cut))
+    code, _, err, exc = run_cli(["replay", "kt_cut.json"], tmp_path)
+    assert_one_line(code, err, exc, "kt_cut.json: not exhaustive: 4 records, 4 distinct configs, cover 4/6 "
+                    "valid configs")
+    assert "or every combination of its values" in err
+    code, _, err, exc = run_cli(["replay", str(files / "t4_good.json")], tmp_path)
+    assert code == 2 and "cover 6/6" in err and "its space was read off its own records" in err
+    assert err.splitlines()[-1].startswith("error: ")

@@ -28,7 +28,8 @@ def main() -> None:
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--noise", default="", help="comma-separated matmul_fp16 shape names for the noise study")
-    ap.add_argument("--noise-out", default="noise.json")
+    # results go where --noise-out says, else to the untracked benchmarks/out/
+    ap.add_argument("--noise-out", default=str(Path(__file__).resolve().parents[1] / "out" / "noise.json"))
     args = ap.parse_args()
     t_start = time.time()
 
@@ -88,6 +89,7 @@ def main() -> None:
 
         paths = [Path(args.out) / "matmul_fp16" / f"{n}.jsonl.gz" for n in args.noise.split(",")]
         rows = noise_study("matmul_fp16", [p for p in paths if p.exists()])
+        Path(args.noise_out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.noise_out).write_text(json.dumps(rows, indent=1))
         for grp in ("top", "random"):
             sp = sorted(r["spread"] for r in rows if r["group"] == grp)

@@ -135,7 +135,8 @@ def candidates(spec, problem, space, data) -> dict[str, dict | None]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="zeroshot_live.json")
+    # results go where --out says, else to the untracked benchmarks/out/ (never over a tracked file)
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "out" / "zeroshot_live.json"))
     ap.add_argument("--budget", type=int, default=64)
     ap.add_argument("--deadline-s", type=float, default=540)
     ap.add_argument("--only", default="", help="comma-separated kernels to keep")
@@ -177,6 +178,7 @@ def main() -> None:
 
     hw = local_hardware()
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     res = json.loads(out.read_text()) if out.exists() else {"device": hw.name, "budget": args.budget, "rows": []}
     done = {json.dumps([r["kernel"], r["dims"]]) for r in res["rows"]}
     for k, dims in shapes:
