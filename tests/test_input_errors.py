@@ -338,3 +338,148 @@ def test_table_entries_have_public_specs():
         assert lookup(hw.name) is hw
     assert KNOWN_GPUS["RTX 3090"].peak("fp16") == pytest.approx(71e12)
     assert KNOWN_GPUS["A100-PCIe-40GB"].mem_bandwidth == pytest.approx(1.555e12)
+
+
+# ------------------------------------------- issue 28, item 3: times are refused where read
+
+BAD = [-46.81, 0, 0.0, float("nan"), float("inf"), "fast", "0.5", True, None]
+
+
+@pytest.mark.parametrize("bad", BAD, ids=repr)
+def test_bad_times_are_refused_where_each_format_is_read(tmp_path, bad):
+    """A negative, zero, NaN, infinite, text or missing time in a successful record is refused
+    by every reader with the file and the line (or config), never replayed or fitted."""
+    recs = [Measurement({"BLOCK": b, "num_warps": w}, time_ms=b / w) for b in (16, 32, 64) for w in (4, 8)]
+    p = _header_dataset(tmp_path, [], recs)
+    lines = p.read_text().splitlines()
+    rec = json.loads(lines[3])
+    rec["time_ms"] = bad
+    p.write_text("\n".join([*lines[:3], json.dumps(rec), *lines[4:]]) + "\n")
+    with pytest.raises(DatasetError, match=rf"{p}:4: time_ms is (missing|{re.escape(repr(bad))});"
+                                           " a recorded time must be a positive, finite number"):
+        load_any(p)
+    kt = json.loads(_kt_file(tmp_path).read_text())
+    kt["cache"]["32,4"]["time"] = bad
+    (tmp_path / "kt.json").write_text(json.dumps(kt))
+    with pytest.raises(DatasetError, match=r"kt.json: cache entry '32,4': 'time' is .*; a recorded time must"):
+        import_kernel_tuner(tmp_path / "kt.json")
+    from abductune.datasets.t4 import from_t4_dict, to_t4_dict
+
+    t4 = to_t4_dict(import_kernel_tuner(_kt_file(tmp_path)))
+    t4["results"][1]["measurements"][0]["value"] = bad
+    if bad is None:  # no time at all: neither the measurement nor runtimes
+        t4["results"][1]["times"]["runtimes"] = []
+    with pytest.raises(DatasetError, match=r"t4.json: results\[1\]: measurement 'time' is .*; a recorded time"):
+        from_t4_dict(json.loads(json.dumps(t4)), path=tmp_path / "t4.json")
+
+
+def test_bad_samples_are_refused_and_failures_keep_their_markers(tmp_path):
+    recs = [Measurement({"BLOCK": 16, "num_warps": w}, time_ms=1.0, samples_ms=(1.0, 1.0)) for w in (4, 8)]
+    p = _header_dataset(tmp_path, [], recs)
+    lines = p.read_text().splitlines()
+    rec = json.loads(lines[1])
+    rec["samples_ms"] = [1.0, -1.0]
+    p.write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
+    with pytest.raises(DatasetError, match=r":2: samples_ms holds -1.0; a recorded time must"):
+        read_dataset(p)
+    kt = json.loads(_kt_file(tmp_path).read_text())
+    kt["cache"]["16,4"]["times"] = [0.5, float("nan")]
+    kt["cache"]["16,8"]["time"] = "CompilationFailedConfig"  # Kernel Tuner's failure markers stay
+    kt["cache"]["32,4"]["time"] = "TimeoutFailedConfig"      # failures: any ErrorConfig class name
+    kt["cache"]["32,8"]["time"] = 1e20                        # old Kernel Tuner's failure time
+    (tmp_path / "kt.json").write_text(json.dumps(kt))
+    with pytest.raises(DatasetError, match=r"cache entry '16,4': 'times' holds nan"):
+        import_kernel_tuner(tmp_path / "kt.json")
+    kt["cache"]["16,4"]["times"] = [0.5]
+    (tmp_path / "kt.json").write_text(json.dumps(kt))
+    ds = import_kernel_tuner(tmp_path / "kt.json")
+    assert [m.status.value for m in ds.records] == ["ok", "compile_error", "runtime_error", "runtime_error"]
+    # a failed record's time is not a time: never checked
+    bad_fail = [Measurement({"BLOCK": 16, "num_warps": 4}, "runtime_error", time_ms=-1.0),
+                Measurement({"BLOCK": 16, "num_warps": 8}, time_ms=2.0)]
+    assert len(read_dataset(_header_dataset(tmp_path, [], bad_fail, name="f.jsonl")).records) == 2
+
+
+def test_a_dataset_built_in_code_with_a_bad_time_is_refused_by_replay():
+    from abductune.evaluate import compare_on_dataset
+
+    space = Space([Choice("BLOCK", [16, 32])])
+    ds = Dataset(Problem("k", dims={"n": 8}), space.to_dict(),
+                 [Measurement({"BLOCK": 16}, time_ms=1.0), Measurement({"BLOCK": 32}, time_ms=-1.0)])
+    with pytest.raises(DatasetError, match=r"record 2: time_ms is -1.0; a recorded time must"):
+        compare_on_dataset(ds, ["random"], [2], 1)
+
+
+# ------------------------------ issue 28, item 25: small complete spaces are exhaustive
+
+def test_a_complete_small_restricted_space_is_exhaustive_and_a_cut_or_self_described_one_is_not(tmp_path):
+    from abductune.datasets.t4 import export_t4, from_t4_dict, import_t4, to_t4_dict
+
+    ds = import_kernel_tuner(_kt_file(tmp_path))  # 4 configs: 2 values x 2 values, all recorded
+    cov = require_exhaustive(ds)
+    assert cov.covered == cov.valid == 4 < RESTRICTED_MIN_CONFIGS and cov.complete and ds.is_exhaustive
+    cut = dataclasses.replace(ds, records=ds.records[:3], _space=None)
+    with pytest.raises(DatasetError, match=r"not exhaustive: 3 records.*cover 3/4 .*needs at least 20% "
+                                           r"and 100 configs, or every combination of its values"):
+        require_exhaustive(cut)
+    # a T4 file without our header states no space: its values come from its records, so a
+    # file cut to a whole product of fewer values would look complete: the floor stays
+    t4 = to_t4_dict(ds)
+    t4["metadata"].pop("abductune")
+    bare = from_t4_dict(t4, path=tmp_path / "bare_T4.json")
+    assert bare.values_from_records and bare.coverage().complete and not bare.is_exhaustive
+    with pytest.raises(DatasetError, match="its space was read off its own records"):
+        require_exhaustive(bare)
+    # ... and says so through an export and an import as an abductune dataset
+    write_dataset(bare, tmp_path / "bare.jsonl")
+    again = read_dataset(tmp_path / "bare.jsonl")
+    assert again.values_from_records and not again.is_exhaustive
+    export_t4(again, tmp_path / "again_T4.json")
+    assert import_t4(tmp_path / "again_T4.json").values_from_records
+
+
+# ------------------------------------------- issue 28, item 5: the one --shapes parser
+
+@pytest.mark.parametrize("text, error", [
+    ("M=0,N=8", "bad shape 'M=0,N=8': every dim must be positive, got M=0"),
+    ("M=-16,N=8", "every dim must be positive, got M=-16"),
+    ("M=16,M=32,N=8", "bad shape 'M=16,M=32,N=8': dim M is given twice; give each dim once"),
+    ("M=16,N=8; M=1,N=2,N=2", "bad shape 'M=1,N=2,N=2': dim N is given twice"),
+    ("M=16,,N=8", "bad shape 'M=16,,N=8': write dims as M=16,N=4096,K=4096"),
+    ("M=1.5", "bad shape 'M=1.5': write dims"),
+    ("=4", "bad shape '=4': write dims"),
+    ("M 4", "bad shape 'M 4': write dims"),
+    (" ; ;", "--shapes ' ; ;' names no shape"),
+])
+def test_parse_shapes_refuses_what_the_text_shows(text, error):
+    from abductune.sweep import parse_shapes
+
+    with pytest.raises(AbductuneError) as e:
+        parse_shapes(text)
+    assert error in str(e.value) and "\n" not in str(e.value)
+
+
+def test_parse_shapes_keeps_good_shapes():
+    from abductune.sweep import parse_shapes
+
+    assert parse_shapes(" M=16, N=4096 ;K=1;") == [{"M": 16, "N": 4096}, {"K": 1}]
+
+
+# ------------------------------- issue 28, item 2: built-in specs without Triton
+
+def test_kernel_specs_without_triton_hash_and_refuse_to_launch_like_triton():
+    """The stand-in `@triton.jit` keeps the source as Triton cuts it, so a spec's source hash
+    (and so the store's key) is the same with or without Triton; launching it says triton is
+    missing, which the CLI turns into 'pip install abductune[gpu]'."""
+    pytest.importorskip("triton")
+    from abductune import kernels
+    from abductune.kernels._triton import UnlaunchableKernel
+    from abductune.kernels.base import source_hash
+
+    for name in kernels.names():
+        fn = kernels.get(name).triton_fn
+        stand_in = UnlaunchableKernel(fn.fn)
+        assert stand_in.src == fn.src and source_hash(stand_in) == source_hash(fn), name
+        with pytest.raises(ModuleNotFoundError) as e:
+            stand_in[(1,)](1, 2)
+        assert e.value.name == "triton"

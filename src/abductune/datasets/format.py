@@ -272,14 +272,15 @@ def bad_time(value: Any) -> bool:
 
 
 def check_times(time_ms: Any, samples: Any, at: str, *, field: str = "time_ms",
-                samples_field: str = "samples_ms", require: bool = True) -> None:
+                samples_field: str = "samples_ms", samples_suffice: bool = True) -> None:
     """DatasetError naming `at` (file and line, or file and config) unless a successful
     record's time and samples are positive, finite numbers. Every reader of recorded times
     (our datasets, Kernel Tuner caches, T4 files) calls this where it reads them, so a
-    negative, zero, NaN, infinite or text time never reaches a replay or a fit. `require`: a
-    record without a time (nor samples) is an error too."""
+    negative, zero, NaN, infinite or text time never reaches a replay or a fit. A record
+    without a time is an error too, unless it has samples and `samples_suffice` (the time is
+    then their median or mean)."""
     if time_ms is None:
-        if require and not samples:
+        if not (samples_suffice and samples):
             raise DatasetError(f"{at}: {field} is missing; {TIME_RULE}: fix or remove the record")
     elif bad_time(time_ms):
         raise DatasetError(f"{at}: {field} is {time_ms!r}; {TIME_RULE}: fix or remove the record")

@@ -277,7 +277,8 @@ def _record(key: str, rec: dict[str, Any], names: list[str], space: Space,
     # a successful record: its time and samples must be positive milliseconds (a negative,
     # zero, NaN, infinite or text time would be replayed as the optimum, or crash the score)
     samples = rec.get("times") or []
-    check_times(t, samples, f"{where}: cache entry {key!r}", field="'time'", samples_field="'times'")
+    check_times(t, samples, f"{where}: cache entry {key!r}", field="'time'", samples_field="'times'",
+                samples_suffice=False)
     return Measurement(cfg, "ok", time_ms=float(t), samples_ms=list(samples), compile_s=compile_s,
                        bench_s=bench_s, extra=extra)
 
