@@ -170,20 +170,23 @@ class RopeBf16(KernelSpec):
             x1, x2 = x.chunk(2, dim=-1)
             return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1).float()
 
-        return rotate(q), rotate(k)
-
-    def alloc_output(self, problem: Problem, inputs: tuple) -> tuple:
         import torch
-        return torch.empty_like(inputs[0]), torch.empty_like(inputs[1])
+        return torch.cat([rotate(q).flatten(), rotate(k).flatten()])
 
-    def check(self, out: Any, ref: Any) -> tuple[bool, float]:
-        """Both outputs must pass; the reported error is the worse of the two."""
-        results = [KernelSpec.check(self, o, r) for o, r in zip(out, ref)]
-        return all(ok for ok, _ in results), max(err for _, err in results)
+    def alloc_output(self, problem: Problem, inputs: tuple) -> Any:
+        # one buffer holding the rotated q then the rotated k (the benchmark worker poisons and
+        # checks one output tensor); `_split` gives the two contiguous views the kernel writes
+        import torch
+        q, k = inputs[0], inputs[1]
+        return torch.empty(q.numel() + k.numel(), dtype=q.dtype, device=q.device)
+
+    @staticmethod
+    def _split(out: Any, q: Any, k: Any) -> tuple:
+        return out[:q.numel()].view(q.shape), out[q.numel():].view(k.shape)
 
     def launch(self, config: dict, inputs: tuple, out: Any) -> None:
         q, k, positions, cos, sin = inputs
-        q_out, k_out = out
+        q_out, k_out = self._split(out, q, k)
         t, h, hd = q.shape
         meta, opts = launch_options(config)
         grid = (cdiv(t, meta["TOKENS_PER_PROGRAM"]),)
@@ -198,7 +201,7 @@ class RopeBf16(KernelSpec):
         idx = positions.long()
         c = torch.cat([cos[idx], cos[idx]], dim=-1).to(q.dtype)[:, None, :]
         s = torch.cat([sin[idx], sin[idx]], dim=-1).to(q.dtype)[:, None, :]
-        for x, y in zip((q, k), out):
+        for x, y in zip((q, k), self._split(out, q, k)):
             x1, x2 = x.chunk(2, dim=-1)
             torch.add(x * c, torch.cat([-x2, x1], dim=-1) * s, out=y)
 
