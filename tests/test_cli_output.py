@@ -139,19 +139,34 @@ def test_tune_table_keeps_the_wide_layout_where_it_fits(outcomes):
     assert "fixed list best" in text and "simulated s" in text and "…" not in text
 
 
-def test_columns_80_in_the_environment_gives_the_compact_table(tmp_path: Path):
+def test_an_80_column_terminal_gets_the_compact_table(tmp_path: Path):
+    """On a terminal (a pseudo-terminal here) of COLUMNS=80 no line of the table is longer."""
     import os
+    import pty
     import subprocess
     import sys
 
-    env = dict(os.environ, COLUMNS="80", PYTHONPATH=os.pathsep.join(sys.path))
-    r = subprocess.run([sys.executable, "-m", "abductune.cli", "tune", "--mode", "replay", "--kernel",
-                        "matmul_fp16", "--budget", "2", "--no-daemon"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    assert "times in µs" in r.stdout and "…" not in r.stdout
-    table = r.stdout.split("\n#1 ")[0]
-    assert max(len(line) for line in table.splitlines()) <= 80
+    env = dict(os.environ, COLUMNS="80", PYTHONPATH=os.pathsep.join(sys.path), ABDUCTUNE_DAEMON="0")
+    master, slave = pty.openpty()
+    p = subprocess.Popen([sys.executable, "-m", "abductune.cli", "tune", "--mode", "replay", "--kernel",
+                          "matmul_fp16", "--budget", "2"], cwd=tmp_path, env=env, stdout=slave,
+                         stderr=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert p.wait(timeout=300) == 0
+    os.close(master)
+    out = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode()).replace("\r", "")
+    assert "times in µs" in out and "…" not in out
+    table = out.split("\n#1 ")[0]
+    assert max(len(line) for line in table.splitlines()) <= 80, table
 
 
 # ------------------------------------------------------------- item 16: predictions say what changed them

@@ -16,11 +16,9 @@ from rich.text import Text
 
 from .errors import AbductuneError
 
-# wide enough for the result tables when output goes to a file or a pipe (rich assumes 80),
-# unless COLUMNS says how wide the reader is
-_columns = os.environ.get("COLUMNS", "")
-console = Console(stderr=False, width=None if sys.stdout.isatty() else
-                  int(_columns) if _columns.isdigit() and int(_columns) > 0 else 180)
+# wide enough for the result tables when output goes to a file or a pipe (rich assumes 80); on
+# a terminal its width (or COLUMNS), where the tune table has a compact layout for 80 columns
+console = Console(stderr=False, width=None if sys.stdout.isatty() else 180)
 err_console = Console(stderr=True)
 
 
