@@ -170,6 +170,7 @@ CASES: list[tuple[list[str], str]] = [
     (["import", "binary.jsonl", "o.jsonl"], "binary.jsonl:1: not UTF-8 text"),
     (["import", "list.json", "o.jsonl"], "not a dataset abductune knows"),
     (["import", "good.jsonl", "o.jsonl", "--dims", "M"], "--dims must look like M=64,N=4096"),
+    (["import", "kt_good.json", "o.jsonl", "--dims", "M=16,N=8,M=32"], "--dims 'M=16,N=8,M=32' gives dim M twice"),
     (["import", "good.jsonl", "o.jsonl", "--kernel-class", "banana"], "unknown kernel_class 'banana'"),
     (["import", "good.jsonl", "o.jsonl", "--hardware", "RTX 3090"], "overrides hardware are not accepted"),
     # harvest

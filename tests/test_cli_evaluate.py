@@ -67,7 +67,7 @@ def test_tune_replay_mode_reports_winner_fixed_and_torch(tmp_path):
 
 
 def test_tune_unknown_shape_names_recorded_ones():
-    r = CliRunner().invoke(main, ["tune", "--mode", "replay", "--shapes", "M=3,N=3,K=3"])
+    r = CliRunner().invoke(main, ["tune", "--mode", "replay", "--kernel", "matmul_fp16", "--shapes", "M=3,N=3,K=3"])
     assert r.exit_code == 2 and "recorded shapes" in r.output
 
 

@@ -317,9 +317,13 @@ def import_cmd(source: str, out: str, kernel_class: str | None, dims: str | None
     dim_map = None
     if dims:
         try:
-            dim_map = {k.strip(): int(v) for k, v in (kv.split("=") for kv in dims.split(","))}
+            pairs = [(k.strip(), int(v)) for k, v in (kv.split("=") for kv in dims.split(","))]
         except ValueError:
             raise AbductuneError(f"--dims must look like M=64,N=4096, got {dims!r}") from None
+        dim_map = dict(pairs)
+        if len(dim_map) != len(pairs):  # M=16,M=32 would silently take the last
+            twice = next(k for k, _ in pairs if sum(k == j for j, _ in pairs) > 1)
+            raise AbductuneError(f"--dims {dims!r} gives dim {twice} twice; give each dim once")
     ds = load_any(source, kernel_class=kernel_class, dims=dim_map, hardware=hardware, dtypes=dtype_map)
     write_dataset(ds, out)
     p = ds.problem
