@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--shapes", default="suite", help="'suite' or 'first:N'")
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--no-smoke", action="store_true")
+    ap.add_argument("--smoke", default="", help="comma-separated kernels to smoke-test (default: all given)")
     args = ap.parse_args()
     t_start = time.time()
     deadline = t_start + args.deadline_s
@@ -57,7 +58,7 @@ def main() -> None:
 
     good = []
     for name in names:
-        if args.no_smoke:
+        if args.no_smoke or (args.smoke and name not in args.smoke.split(",")):
             good.append(name)
             continue
         try:
