@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from .hardware import HardwareInfo
 
@@ -76,3 +77,53 @@ class Problem:
                    dtypes=dict(d.get("dtypes") or {}), flops=float(d.get("flops") or 0.0),
                    min_bytes=float(d.get("min_bytes") or 0.0), source_hash=d.get("source_hash", ""),
                    hardware=HardwareInfo.from_dict(hw) if hw else None)
+
+
+# a kernel's dtype variants are one kernel (matmul_fp16 and matmul_bf16 share their source)
+_DTYPE_SUFFIX = re.compile(r"_(fp16|bf16|fp32|fp64|fp8|int8|int4)$")
+HOLDOUT_LEVELS = ("shape", "kernel")
+
+
+def kernel_family(name: str) -> str:
+    """A kernel's name without its dtype suffix: "matmul_fp16" -> "matmul"."""
+    return _DTYPE_SUFFIX.sub("", name)
+
+
+@dataclass(frozen=True)
+class Holdout:
+    """What a figure must not know about the problem it is scored on: knowledge learned from
+    the same shape (`level="shape"`, leave-one-shape-out, the in-sample figure) or from any
+    shape of the same kernel (`level="kernel"`, leave-one-kernel-out: what a user who brings a
+    kernel the project has never seen meets). The same kernel is the same name up to its
+    dtype suffix, or the same source hash where both sides record one."""
+
+    problem: Problem
+    level: str = "shape"
+
+    def __post_init__(self) -> None:
+        if self.level not in HOLDOUT_LEVELS:
+            from .errors import AbductuneError
+
+            raise AbductuneError(f"holdout must be one of {', '.join(HOLDOUT_LEVELS)}, got {self.level!r}")
+
+    def covers(self, kernel: str, dims: Mapping[str, int] | None = None, key: str = "",
+               source_hash: str = "") -> bool:
+        """Whether knowledge learned from (kernel, dims) must be left out."""
+        p = self.problem
+        if key and key == p.key():
+            return True
+        if self.level == "kernel":
+            return (kernel_family(kernel) == kernel_family(p.kernel)
+                    or bool(source_hash and p.source_hash and source_hash == p.source_hash))
+        return kernel == p.kernel and dims is not None and dict(dims) == dict(p.dims)
+
+    def describe(self) -> str:
+        return (f"leave-one-kernel-out ({kernel_family(self.problem.kernel)})" if self.level == "kernel"
+                else f"leave-one-shape-out ({self.problem.kernel} {self.problem.shape_key()})")
+
+
+def as_holdout(x: "Problem | Holdout | None") -> Holdout | None:
+    """A Holdout from what callers pass as `exclude`: a Problem means its shape."""
+    if x is None or isinstance(x, Holdout):
+        return x
+    return Holdout(x, "shape")

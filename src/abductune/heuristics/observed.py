@@ -50,7 +50,7 @@ from ..datasets.bundled import shape_name
 from ..errors import AbductuneError, InvalidSeed
 from ..files import atomic_write_text
 from ..hardware import HardwareInfo, as_hardware
-from ..problem import Problem
+from ..problem import Holdout, Problem, as_holdout
 from ..space import Config, Space
 from .realize import realize, resolve_keys, template_scope
 
@@ -113,12 +113,6 @@ class Origin:
         return cls(problem.key(), problem.kernel, shape_name(problem.dims), dict(problem.dims),
                    problem.hardware.name if problem.hardware else "")
 
-    def is_shape_of(self, problem: Problem) -> bool:
-        """The same problem, or the same kernel at the same dims (a changed kernel source or
-        dtype spelling does not make a shape new)."""
-        return self.key == problem.key() or (self.kernel == problem.kernel
-                                             and dict(self.dims) == dict(problem.dims))
-
     def to_dict(self) -> dict[str, Any]:
         d = {"key": self.key, "kernel": self.kernel, "shape": self.shape, "dims": dict(self.dims)}
         if self.hardware:
@@ -132,26 +126,29 @@ class Origin:
                    str(d.get("hardware", "")))
 
 
-Exclude = Problem | str | Iterable[Problem | str] | None
+Exclude = Problem | Holdout | str | Iterable[Problem | Holdout | str] | None
 
 
-def _exclusions(exclude: Exclude) -> tuple[set[str], list[Problem]]:
-    """(problem keys, problems) named by `exclude`: a Problem, a `Problem.key()`, or several."""
+def _exclusions(exclude: Exclude) -> tuple[set[str], list[Holdout]]:
+    """(problem keys, holdouts) named by `exclude`: a Problem (its shape), a `Holdout` (a
+    shape or a whole kernel), a `Problem.key()`, or several."""
     if exclude is None:
         return set(), []
-    items = [exclude] if isinstance(exclude, (Problem, str)) else list(exclude)
+    items = [exclude] if isinstance(exclude, (Problem, Holdout, str)) else list(exclude)
     keys: set[str] = set()
-    problems: list[Problem] = []
+    holds: list[Holdout] = []
     for it in items:
-        if isinstance(it, Problem):
-            problems.append(it)
-            keys.add(it.key())
+        if isinstance(it, (Problem, Holdout)):
+            h = as_holdout(it)
+            assert h is not None
+            holds.append(h)
+            keys.add(h.problem.key())
         elif isinstance(it, str):
             keys.add(it)
         else:
-            raise AbductuneError(f"exclude takes Problems or Problem.key() strings, got "
+            raise AbductuneError(f"exclude takes Problems, Holdouts or Problem.key() strings, got "
                                  f"{type(it).__name__}")
-    return keys, problems
+    return keys, holds
 
 
 @dataclass
@@ -175,8 +172,8 @@ class Rule:
 
     def learned_from_any(self, exclude: Exclude) -> bool:
         """Whether any dataset this rule was learned from is one `exclude` names."""
-        keys, problems = _exclusions(exclude)
-        return any(o.key in keys or any(o.is_shape_of(p) for p in problems)
+        keys, holds = _exclusions(exclude)
+        return any(o.key in keys or any(h.covers(o.kernel, o.dims, o.key) for h in holds)
                    for o in self.learned_from)
 
     @property

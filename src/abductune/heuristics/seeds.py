@@ -124,7 +124,9 @@ def _observed(report: SeedReport, add: Any, database: Any, problem: Problem, spa
             left = db.left_out(problem, space, hw, cls, exclude=exclude)
             report.fired.append(_entry(
                 "observed", "observed", "excluded",
-                f"left out {len(left)} rule(s) learned from this shape (leave-one-shape-out)",
+                f"left out {len(left)} rule(s) learned from "
+                + ("this kernel (leave-one-kernel-out)" if getattr(exclude, "level", "shape") == "kernel"
+                   else "this shape (leave-one-shape-out)"),
                 left_out=[r.key_dict() for r in left]))
         hit = db.lookup(problem, space, hw, base=base, cls=cls, exclude=exclude)
         if hit is None:
