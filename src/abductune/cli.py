@@ -1,6 +1,7 @@
 """Command line: `abductune replay | import | strategies | tune | sweep ...`."""
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -186,11 +187,15 @@ def strategies() -> None:
 @click.option("--noise", is_flag=True, help="Add measurement noise drawn from the bundled H100 noise study; "
               "strategies see noisy times and are scored on the recorded ones.")
 @click.option("--seeds", "seed_source", type=click.Choice(["none", "heuristics"]), default="none",
-              show_default=True, help="Seed every run like `tune` does (heuristics and the observed "
-              "database), leaving out rules learned from the replayed dataset itself.")
+              show_default=True, help="Seed every run like `tune` does (theory predictions, heuristics and "
+              "the observed database), leaving out what --holdout says.")
+@click.option("--holdout", type=click.Choice(["kernel", "shape"]), default="kernel", show_default=True,
+              help="With --seeds: what the seeds may not have learned from. kernel: any shape of the replayed "
+              "dataset's kernel (leave-one-kernel-out, what a user with a new kernel meets); shape: that shape "
+              "only (leave-one-shape-out, the in-sample figure).")
 def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, seconds: float | None,
                repeats: int, seed: int, json_out: str | None, plot_out: str | None, noise: bool,
-               seed_source: str) -> None:
+               seed_source: str, holdout: str) -> None:
     """Compare strategies by replaying recorded datasets (files, folders, 'public', 'bundled').
 
     score P = (B - F) / (B - optimum) (Willemsen et al., FGCS 2024): F is the median best time
@@ -218,7 +223,7 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
         require_matplotlib()  # before the replay, not after it
     paths = list(dict.fromkeys(p.resolve() for p in _expand_datasets(datasets)))  # `bundled bundled` once
     noise_model = NoiseModel.from_study() if noise else None
-    seeds_fn = _replay_seeds if seed_source == "heuristics" else None
+    seeds_fn = functools.partial(_replay_seeds, holdout=holdout) if seed_source == "heuristics" else None
     cells = []
     curves: dict[str, dict[str, list[list[float]]]] = {}
     optima: dict[str, float] = {}
@@ -239,7 +244,7 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
     agg = aggregate(cells)
     table = Table(title=f"replay: {len(paths)} dataset(s), {repeats} repeats, seed {seed}"
                   + (f", {seconds:g} s limit" if seconds else "") + (", with noise" if noise else "")
-                  + (", seeded (leave-one-shape-out)" if seeds_fn else ""))
+                  + (f", seeded (leave-one-{holdout}-out)" if seeds_fn else ""))
     table.caption = ("score P = (B - F) / (B - optimum): F the median best found, B the expected best of "
                      "random sampling at that budget; 1 = optimum, 0 = random, below 0 = worse than random")
     for col in ("strategy", "budget", "score P", "median best/opt", "≤1.02×", "≤1.05×"):
@@ -255,7 +260,8 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
         atomic_write_text(json_out, json.dumps(
             {"datasets": [str(p) for p in paths], "labels": [labels[p] for p in paths], "strategies": names,
              "budgets": budgets, "repeats": repeats, "seed": seed, "seconds": seconds, "noise": noise,
-             "seeds": seed_source, "cells": [c.to_dict() for c in cells], "aggregate": agg}, indent=1))
+             "seeds": seed_source, "holdout": holdout if seeds_fn else None,
+             "cells": [c.to_dict() for c in cells], "aggregate": agg}, indent=1))
         console.print(f"wrote {json_out}")
     if plot_out:
         plot_curves(curves, optima, plot_out)
@@ -286,13 +292,15 @@ def _unique_labels(paths: list[Path]) -> dict[Path, str]:
                 depth[p] += 1
 
 
-def _replay_seeds(ds: Any) -> list[Any]:
-    """Seeds for a replayed dataset as `tune` would give them, never from the dataset itself."""
+def _replay_seeds(ds: Any, holdout: str = "kernel") -> list[Any]:
+    """Seeds for a replayed dataset as `tune` would give them, never learned from the dataset
+    itself (`holdout="shape"`) nor, by default, from any shape of its kernel."""
+    from .problem import Holdout
     from .tune import seed_list
 
     space = ds.space()
     default = ds.meta.get("default_config") or space.default()
-    seeds, _ = seed_list(ds.problem, space, default, None, True, None, exclude=ds.problem)
+    seeds, _ = seed_list(ds.problem, space, default, None, True, None, exclude=Holdout(ds.problem, holdout))
     return seeds
 
 

@@ -91,13 +91,17 @@ def learn_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | Non
 @click.option("--hardware", default="H100-SXM", show_default=True, help="GPU to predict for (with --kernel).")
 @click.option("--theories", default=None, type=click.Path(dir_okay=False, exists=True),
               help="Theory file (default: the packaged one).")
+@click.option("--holdout", type=click.Choice(["kernel", "shape"]), default="kernel", show_default=True,
+              help="With datasets: what the prediction for each may not have learned from. kernel: any shape of "
+              "its kernel (leave-one-kernel-out); shape: that shape only (leave-one-shape-out, in-sample).")
 @click.option("--check/--no-check", default=None, help="Compile each prediction for the GPU (no GPU needed, "
               "about a second each once cached, needs triton) and pass over one that spills registers or cannot "
               "launch. Default: check where Triton is installed and the GPU is NVIDIA's.")
 def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | None, hardware: str,
-                theories: str | None, check: bool | None) -> None:
+                theories: str | None, holdout: str, check: bool | None) -> None:
     """Zero-shot config for a kernel and shapes, or for datasets (scored against their
-    optimum, leaving each dataset's own knowledge out)."""
+    optimum, leaving each dataset's kernel, or with --holdout shape its shape, out of what the
+    prediction knows)."""
     from .cli import format_config
     from .theory.store import TheoryBook, packaged_book, predict, predictions
 
@@ -147,9 +151,11 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
     from .datasets.paths import expand_dataset_args
     from .heuristics.harvest import observations_from_datasets
 
+    from .problem import Holdout
+
     rows = []
     for o in observations_from_datasets(expand_dataset_args(datasets)):
-        p = predict(o.problem, o.space, book=book, exclude=o.problem)
+        p = predict(o.problem, o.space, book=book, exclude=Holdout(o.problem, holdout))
         t = o.time_of(p.config) if p else None
         ratio = t / o.optimum if t is not None and math.isfinite(t) else None
         rows.append(ratio)
@@ -159,7 +165,7 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
     if ok:
         g = math.exp(sum(map(math.log, ok)) / len(ok))
         click.echo(f"geomean {g:.3f}, worst {max(ok):.3f} over {len(ok)} of {len(rows)} datasets "
-                   "(leave-one-shape-out)")
+                   f"(leave-one-{holdout}-out)")
 
 
 def explain_prediction(p: Any) -> list[str]:

@@ -78,7 +78,7 @@ import numpy as np
 from ..measurement import Measurement
 from ..space import Config, Space
 from ..theory.diagnose import Diagnosis, diagnose
-from ..theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger
+from ..theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger, credibility
 from ..theory.generic import generic_moves, importance, interactions
 from ..theory.library import BY_NAME, hypotheses
 from ..theory import resources
@@ -97,6 +97,12 @@ LOOKAHEAD = 12  # configs a batch names as likely next (compiled ahead by a live
 MAX_TPE_RETRIES = 8  # TPE asks per slot before a random unmeasured config is taken instead
 PAIR_TERMS = 4  # interaction terms in the additive model
 LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwise moves)
+# Exploration when the theories fail on a kernel (`_Engine._explore_slots`): after this many of
+# their tests here did not win, and while fewer than about one in three of their tests won
+# (Laplace's rule over this run's verdicts), half of each batch explores. Set by reasoning
+# about the rule, not fitted to any recorded data.
+DISTRUST_AFTER = 3
+TRUST_MIN = 0.34
 PAIR_MIN = 0.02  # share of variance a pair must explain beyond its parts to get a term
 
 
@@ -269,6 +275,7 @@ class _Engine:
         self._pairs: list[tuple[str, str]] = []
         self.exhausted: list[Config] = []  # generic mode: incumbents where the local search stalled
         self._cannot_run: dict[tuple, str | None] = {}  # config key -> why it cannot launch (None: it can)
+        self.distrusted = False  # the theories lost trust on this kernel (`_explore_slots`)
 
     # -- bookkeeping
     def known(self, cfg: Config) -> bool:
@@ -289,6 +296,29 @@ class _Engine:
         self.tpe_pool.append(m)
         if self.tpe is not None:
             self.tpe.add(m)
+
+    def _explore_slots(self, b: int) -> int:
+        """Slots of a batch of `b` given to model-based exploration (`_model_tests`) because
+        the theories have not earned trust on this kernel: once DISTRUST_AFTER of their tests
+        here failed to win (refuted or neutral) and the pooled credibility of every theory's
+        tests in this run is below TRUST_MIN, half the batch explores until they recover.
+        Without it, a kernel whose behaviour the theories misread gets batches of confident
+        wrong moves, behind a blind search (issue 27). Switching either way is logged as a
+        "trust" event, which `explain` prints."""
+        s = r = n = 0.0
+        for name, t in self.ledger.tallies.items():
+            if name in BY_NAME:
+                s, r, n = s + t.supported, r + t.refuted, n + t.neutral
+        trust = credibility(s, r, n)
+        distrust = r + n >= DISTRUST_AFTER and trust < TRUST_MIN
+        if distrust != self.distrusted:
+            self.distrusted = distrust
+            self.ctx.log("trust", trusted=not distrust, supported=s, refuted=r, neutral=n, credibility=round(trust, 3),
+                         reason=(f"the theories' tests on this kernel won {s:g} of {s + r + n:g} (credibility "
+                                 f"{trust:.2f} < {TRUST_MIN}): half of each batch now explores with the model"
+                                 if distrust else f"the theories recovered (credibility {trust:.2f}): batches "
+                                 "follow them again"))
+        return max(1, b // 2) if distrust and b > 1 else 0
 
     def _runnable(self, cfg: Config) -> bool:
         """False when the resource model says `cfg` cannot launch on this GPU (shared memory
@@ -455,6 +485,8 @@ class _Engine:
                 n_tpe = min(self.s.tpe_slots, b - len(tests)) if self.generic else 0
                 if self.generic:
                     tests += self._model_tests(min(self.s.model_slots, b - n_tpe - len(tests)), taken)
+                else:  # theories that keep failing on this kernel share the batch with exploration
+                    tests += self._model_tests(self._explore_slots(b - len(tests)), taken)
                 # theory hypotheses and finishing moves compete on one scale: log expected speed-up
                 pool = sorted(hyps + self._local(self.inc), key=lambda t: -t.gain)  # stable: theories first
                 for t in pool:
@@ -653,7 +685,7 @@ class _Engine:
             for i in np.argsort(pred, kind="stable"):
                 c = valid[int(i)]
                 k = self.space.key(c)
-                if k in taken or self.known(c):
+                if k in taken or self.known(c) or not self._runnable(c):
                     continue
                 taken.add(k)
                 out.append(_Test(MODEL, dict(c), 0.0, "fastest unmeasured config of the additive model "
