@@ -35,7 +35,19 @@ def nv():
             pytest.fail(f"{reason} (and ABDUCTUNE_REQUIRE_NVIDIA=1)")
         pytest.skip(reason)
     assert nvidia.available()
-    return nvidia
+    os.environ[nvidia.SEED_ENV] = "1"  # the seed is opt-in; these tests check it when asked for
+    try:
+        yield nvidia
+    finally:
+        os.environ.pop(nvidia.SEED_ENV, None)
+
+
+def test_the_seed_is_off_unless_asked_for(nv):
+    o = bundled_matmul("M2048_N14336_K4096")
+    os.environ.pop(nvidia.SEED_ENV, None)
+    st = {f["name"]: f for f in seed_configs(o.problem, o.space, o.problem.hardware).fired}
+    assert st[nvidia.NAME]["status"] == "ineligible"
+    assert nv.nvidia_topk(o.problem, o.space, 1)  # the model itself stays usable
 
 
 @pytest.fixture
