@@ -344,3 +344,25 @@ def test_first_clean_adds_warps_to_a_spilling_config_then_tries_the_runner_up():
     assert [c["num_warps"] for c in seen] == [4, 8, 4] and got.config == {**big_k, "BLOCK_K": 64}
     assert first_clean(spec, problem, preds, compile_fn=lambda *a: {"status": "compile_error", "error": "x",
                                                                    "registers": None, "spills": None}) is None
+
+
+def test_a_rule_says_it_was_never_confirmed_on_a_new_kernel_and_is_trusted_less():
+    """Theories say where they apply (issue 27): a rule learned on the built-in matmul, asked
+    about another kernel of the class, says so and lowers its confidence; the built-in
+    kernel's own dtype variant is the same kernel."""
+    from abductune.datasets.bundled import bundled_datasets
+    from abductune.datasets.format import read_dataset
+    from abductune.problem import Problem
+    from abductune.theory.store import UNSEEN_KERNEL_FACTOR, packaged_book
+
+    ds = read_dataset(bundled_datasets(kernel="matmul_fp16")[0])
+    book = packaged_book()
+    p = ds.problem
+    own = book.predictions(Problem("matmul_bf16", p.kernel_class, p.dims, p.dtypes, p.flops, p.min_bytes,
+                                   p.hardware), ds.space())[0]
+    new = book.predictions(Problem("their_matmul", p.kernel_class, p.dims, p.dtypes, p.flops, p.min_bytes,
+                                   p.hardware), ds.space())[0]
+    assert not any("confirmed only on" in r for r in own.reasons)
+    said = [r for r in new.reasons if "confirmed only on" in r]
+    assert said and "their_matmul" in said[0] and new.extrapolates
+    assert new.confidence == pytest.approx(own.confidence * UNSEEN_KERNEL_FACTOR, abs=2e-3)

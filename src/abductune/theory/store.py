@@ -44,7 +44,7 @@ from ..errors import AbductuneError, InvalidSeed, SpaceError
 from ..hardware import HardwareInfo
 from ..heuristics.harvest import geomean
 from ..heuristics.observed import ANY, hardware_keys
-from ..problem import Holdout, Problem, as_holdout
+from ..problem import Holdout, Problem, as_holdout, kernel_family
 from ..space import Config, Space
 from . import resources
 
@@ -55,6 +55,9 @@ VERSION = 1
 DATA_DIR = Path(__file__).parent / "data"
 ALL = "all"
 SUPPORT_TOLERANCE = 1.05  # a prediction within 5% of the optimum supports its rule
+# confidence kept by a rule applied to a kernel it was never confirmed on (as for a rule learned
+# on another GPU family, `TheoryBook.predictions`): a guess of how much less it is to be believed
+UNSEEN_KERNEL_FACTOR = 0.6
 MISSING_PENALTY = 3.0  # a config not measured for a problem counts as 3x its optimum
 TOP = 4  # candidate templates from each problem's fastest configs
 MIN_GROUP = 2  # a regime needs two problems to say anything beyond "all"
@@ -122,6 +125,10 @@ class TheoryRule:
 
     def describe(self) -> str:
         return "; ".join(f.describe(r) for r, f in sorted(self.forms.items()))
+
+    def kernels(self) -> set[str]:
+        """The kernels (by family: dtype suffix dropped) this rule was confirmed on."""
+        return {kernel_family(str(o.get("kernel", ""))) for o in self.learned_from if o.get("kernel")}
 
     def learned_from_problem(self, problem: "Problem | Holdout") -> bool:
         """Whether a dataset this rule was learned from is one the holdout (a Problem: its
@@ -608,6 +615,16 @@ class TheoryBook:
             if missing:
                 reasons.append(f"roles {', '.join(missing)} absent from this space")
             conf = rule.confidence * (1.0 if level == "name" else 0.8 if level == "family" else 0.6)
+            # where it applies: the kernels it was confirmed on. A kernel it never saw (another
+            # author's tiling, masks, fusions) is outside those conditions: said, and trusted less
+            seen = rule.kernels()
+            if seen and kernel_family(problem.kernel) not in seen:
+                reasons.append(f"confirmed only on {', '.join(sorted(seen))}, not on {kernel_family(problem.kernel)}")
+                conf *= UNSEEN_KERNEL_FACTOR
+            outside = [f"{params[r].name}={f.value}" for r, f in rule.forms.items()
+                       if f.kind == "const" and r in params and f.value not in params[r].values]
+            if outside:
+                reasons.append(f"values {', '.join(outside)} are not in this space")
             pred = Prediction(cfg, rule, level, round(conf, 3), bool(reasons), tuple(reasons), tuple(repairs))
             ranked.append(((levels[level], math.floor(octaves + 1e-9), order), pred))  # a factor of 2 is near
         out: list[Prediction] = []
