@@ -39,6 +39,7 @@ import logging
 import math
 import numbers
 import os
+import re
 import statistics
 import sys
 import textwrap
@@ -666,7 +667,7 @@ class Autotuner:
                  implementations: Mapping[str, Callable] | None = None, timer: Callable | None = None,
                  compile: str = "auto", judge: bool = True, name: str | None = None,
                  kernel_class: str | None = None, wait_timeout_s: float = 3600.0, isolate: bool = False,
-                 isolate_timeout_s: float = 120.0, database: Any = None):
+                 isolate_timeout_s: float = 120.0, database: Any = None, record: Any = None):
         import triton
 
         self.fn = fn
@@ -749,6 +750,19 @@ class Autotuner:
         self.space = space if space is not None else space_from_configs(self.configs, self.name)
         self._grown = space is None
         self._list = [self._as_space_config(c) for c in self.configs]
+        # record mode (`abductune sweep --call`): a key that must be tuned measures the whole
+        # space instead (or a fixed sample past 1,000 valid configs, with the list in it) and
+        # writes it as a dataset under `record`/<kernel>/, as `abductune sweep` does for a spec
+        self.record = Path(record) if record else None
+        self.recorded: list[Path] = []  # datasets written in record mode
+        self._record_sample: dict[str, Any] | None = None
+        if self.record is not None:
+            from .sweep import sample_configs
+
+            todo, self._record_sample = sample_configs(self.space, self._list)
+            self.strategy, self.strategy_options = "fixed", {"configs": todo}
+            self.budget, self.on_miss, self._tk = Budget(len(todo)), "tune", None
+            self._tune_key()
         self._hooks = [(d, getattr(c, "pre_hook", None)) for d, c in zip(self._list, self.configs)]
         for d in self._list:
             clash = set(d) & set(_LAUNCH_KW)
@@ -1091,7 +1105,7 @@ class Autotuner:
                 baselines = {"configs": list(seeds)} if seeds and (budget.evaluations is None or
                                                                    budget.evaluations >= len(seeds)) else {}
                 seed_list = [Seed(s, "configs") for s in seeds]
-                if budget.evaluations is None or budget.evaluations > len(seeds):
+                if (budget.evaluations is None or budget.evaluations > len(seeds)) and self.record is None:
                     # room beyond the user's list: the theory store's predictions are the first
                     # bets (the best rule's, then the runner-up's), then the observed database's
                     bets = [Seed(dict(p.config), f"theory:{p.rule.regime}" + (":runner-up" if i else ""))
@@ -1119,6 +1133,8 @@ class Autotuner:
                 for n, v in saved.items():
                     full[n].copy_(v)
         self.last_result = result
+        if self.record is not None:
+            self._write_record(problem, result)
         self.stats["tunes"] += 1
         self.stats["evaluations"] += result.evaluations
         self.stats["retimed"] += len(result.runoff)
@@ -1137,6 +1153,34 @@ class Autotuner:
                  len(seeds), result.strategy, result.spent_before, choice.name, choice.time_ms or math.nan)
         self._report(key, choice, self.bench_time, f"{ev.calls} evaluations")
         return choice
+
+    def _write_record(self, problem: Problem, result: Any) -> Path:
+        """The recorded key as a dataset (`abductune sweep --call`): every config measured,
+        once each, with the kernel's own list, where it came from and the sample, if any."""
+        from .datasets.bundled import shape_name
+        from .datasets.format import Dataset, write_dataset
+
+        seen: dict[tuple, Any] = {}
+        for m in result.history:
+            if "impl" not in m.config and self.space.is_valid(m.config):
+                seen.setdefault(self.space.key(m.config), m)
+        origin = f"{getattr(self.base_fn, '__module__', '?')}.{self.base_fn.__qualname__} (through patch_triton)"
+        meta: dict[str, Any] = {"fixed_configs": self._list, "default_config": self._list[0] if self._list else
+                                self.space.default(), "origin": origin}
+        if self._record_sample:
+            meta["sample"] = self._record_sample
+        from .hardware import toolchain
+
+        ds = Dataset(problem, self.space.to_dict(), list(seen.values()), toolchain(),
+                     restricted_to_records=self._record_sample is not None,
+                     source=f"abductune sweep --call ({self.name})", meta=meta)
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", self.name)
+        path = self.record / safe / f"{shape_name(problem.dims) or 'all'}.jsonl.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_dataset(ds, path)
+        self.recorded.append(path)
+        log.info("%s: recorded %d configs to %s", self.name, len(seen), path)
+        return path
 
     def _evaluator(self, problem: Problem, args: tuple, kwargs: dict, nargs: dict[str, Any],
                    saved: Mapping[str, Any]) -> Evaluator:
@@ -1301,7 +1345,10 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
     `isolate` (measure in a worker process that a crashing config may kill; the kernel and
     every callable option must be importable module-level names), `isolate_timeout_s`
     (seconds a config may take there before it counts as a timeout; default 120), `database`
-    (observed-heuristics database path or Database; default the packaged one).
+    (observed-heuristics database path or Database; default the packaged one), `record` (a
+    folder: a key that must be tuned measures the whole space grown around the list instead, or
+    a fixed sample of it past 1,000 valid configs, and writes it there as a dataset; what
+    `abductune sweep --call` sets through `patch_triton`).
     """
     if isinstance(configs, (list, tuple, type(None))) and not configs and options.get("space") is None:
         raise AbductuneError(_NOTHING_TO_TUNE.format(what="no configs" if configs is None else "configs=[]"))
@@ -1328,6 +1375,7 @@ class TritonPatch:
 
     options: dict[str, Any] = field(default_factory=dict)
     _saved: list[tuple[Any, str, Any]] = field(default_factory=list)
+    autotuners: list[Autotuner] = field(default_factory=list)  # built while the patch was on
 
     def apply(self) -> "TritonPatch":
         import triton
@@ -1337,7 +1385,13 @@ class TritonPatch:
         opts = dict(self.options)
 
         def patched(configs: Sequence[Any] | None = None, key: Sequence[str] = (), *a: Any, **kw: Any) -> Any:
-            return autotune(configs, key, *a, **{**opts, **kw})
+            decorate = autotune(configs, key, *a, **{**opts, **kw})
+
+            def built(fn: Any) -> Autotuner:
+                tuner = decorate(fn)
+                self.autotuners.append(tuner)
+                return tuner
+            return built
         patched.__doc__ = autotune.__doc__
         for mod in (triton, triton.runtime, triton.runtime.autotuner):
             if hasattr(mod, "autotune"):

@@ -678,14 +678,27 @@ def kernels_cmd() -> None:
 
 
 @main.command(name="sweep")
-@click.option("--kernel", required=True, help="Built-in kernel name, or module:Class of your own KernelSpec.")
+@click.option("--kernel", default=None, help="Built-in or zoo kernel name, or module:Class of your own KernelSpec.")
+@click.option("--call", default=None, help="module:function that calls third-party @triton.autotune kernels (a "
+              "library's public op on your shapes): it runs under patch_triton, and every key that would be tuned "
+              "records the space grown around the kernel's own config list instead.")
 @click.option("--shapes", default=None, help="'M=16,N=4096,K=4096;...' (default: the suite's shapes).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--workers", type=int, default=None, help="Parallel compile processes (default: CPUs).")
 @click.option("--limit", type=int, default=None, help="Only the first N configs (for a quick look).")
-def sweep_cmd(kernel: str, shapes: str | None, out_dir: str, workers: int | None, limit: int | None) -> None:
+def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir: str, workers: int | None,
+              limit: int | None) -> None:
     """Measure every config of a kernel for a list of shapes into datasets (resumable)."""
     _require_gpu_stack()  # before anything: without torch and triton nothing below can run
+    if (kernel is None) == (call is None):
+        raise AbductuneError("sweep needs one of --kernel (a kernel spec) or --call (module:function calling "
+                             "@triton.autotune kernels)")
+    if call is not None:
+        if shapes or workers or limit:
+            raise AbductuneError("--shapes, --workers and --limit go with --kernel; with --call the function's "
+                                 "own calls choose the shapes")
+        _sweep_call(call, out_dir)
+        return
     from . import kernels
     from .hardware import local_hardware
     from .sweep import parse_shapes, sweep
@@ -714,6 +727,34 @@ def sweep_cmd(kernel: str, shapes: str | None, out_dir: str, workers: int | None
         except KeyboardInterrupt:
             raise Interrupted(_sweep_interrupted_note(out_dir)) from None
     for p in paths:
+        console.print(f"wrote {p}")
+
+
+def _sweep_call(call: str, out_dir: str) -> None:
+    """`sweep --call`: import and run `module:function` under `patch_triton(record=out_dir)`."""
+    from .autotune import patch_triton
+    from .kernels import _import_user_module
+
+    mod_name, _, fn_name = call.partition(":")
+    if not mod_name or not fn_name:
+        raise AbductuneError(f"--call {call!r}: write it as module:function")
+    _dir_creatable(out_dir, "--out")
+    with patch_triton(record=out_dir) as patch:  # the module (and the library it imports) is decorated now
+        try:
+            fn = getattr(_import_user_module(mod_name), fn_name)
+        except (ImportError, AttributeError) as e:
+            raise AbductuneError(f"--call {call!r}: {e} (run from the folder holding {mod_name.split('.')[0]}.py, "
+                                 "or put it on PYTHONPATH)") from None
+        try:
+            fn()
+        except KeyboardInterrupt:
+            raise Interrupted(_sweep_interrupted_note(out_dir)) from None
+    paths = [p for tuner in patch.autotuners for p in tuner.recorded]
+    if not paths:
+        raise AbductuneError(f"--call {call!r} ran, but no @triton.autotune kernel was tuned: import the library "
+                             "inside the function or its module (after the patch), and call an op that reaches one "
+                             "with a key not already stored")
+    for p in sorted(set(paths)):
         console.print(f"wrote {p}")
 
 
