@@ -53,14 +53,8 @@ SCRIPT = textwrap.dedent("""
     import triton.language as tl
     from triton.runtime import interpreter
 
-    # Triton's interpreter stores bf16 as raw uint16 and multiplies the bit patterns in tl.dot;
-    # widen bf16 operands to fp32 first (exact) so the bf16 matmul can be checked on the CPU.
-    _dot = interpreter.InterpreterBuilder.create_dot
-    def create_dot(self, a, b, d, *args):
-        widen = lambda h: interpreter.TensorHandle(
-            (h.data.astype(np.uint32) << 16).view(np.float32), tl.float32) if h.dtype.scalar == tl.bfloat16 else h
-        return _dot(self, widen(a), widen(b), d, *args)
-    interpreter.InterpreterBuilder.create_dot = create_dot
+    from interpreter_bf16 import widen_bf16_dot
+    widen_bf16_dot()  # bf16 tl.dot is exact on the CPU
 
     import torch
     import abductune.kernels as K
@@ -86,7 +80,9 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def interpreted():
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    tests = os.path.dirname(os.path.abspath(__file__))  # the child imports interpreter_bf16 from here
+    env = dict(os.environ, TRITON_INTERPRET="1",
+               PYTHONPATH=os.pathsep.join(p for p in (tests, os.environ.get("PYTHONPATH", "")) if p))
     r = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(CASES)], capture_output=True, text=True,
                        env=env, timeout=300)
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULTS")), None)

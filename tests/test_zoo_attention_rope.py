@@ -59,16 +59,8 @@ SCRIPT = textwrap.dedent("""
     import triton.language as tl
     from triton.runtime import interpreter
 
-    # The interpreter keeps bf16 as raw 16-bit patterns and tl.dot would multiply those; widen
-    # bf16 dot operands to fp32 first (exact), so the bf16 attention can be checked here.
-    _dot = interpreter.InterpreterBuilder.create_dot
-    def create_dot(self, a, b, d, *args):
-        def widen(h):
-            if h.dtype.scalar != tl.bfloat16:
-                return h
-            return interpreter.TensorHandle((h.data.astype(np.uint32) << 16).view(np.float32), tl.float32)
-        return _dot(self, widen(a), widen(b), d, *args)
-    interpreter.InterpreterBuilder.create_dot = create_dot
+    from interpreter_bf16 import widen_bf16_dot
+    widen_bf16_dot()  # bf16 tl.dot is exact on the CPU
 
     import abductune.kernels as K
     results = []
@@ -97,7 +89,8 @@ SCRIPT = textwrap.dedent("""
 
 
 def _env(**extra: str) -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]), **extra}
+    here = str(Path(__file__).resolve().parent)  # the child imports interpreter_bf16 from here
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), here, os.environ.get("PYTHONPATH", "")]), **extra}
 
 
 @pytest.fixture(scope="module")
