@@ -32,6 +32,7 @@ REGISTRY: dict[str, tuple[str, str]] = {
     "zoo_layernorm_fwd_bf16": ("layernorm", "LayerNormFwdBf16"),
     "zoo_layernorm_bwd_bf16": ("layernorm", "LayerNormBwdBf16"),
     "zoo_swiglu_bf16": ("swiglu", "SwigluBf16"),
+    "zoo_rmsnorm_bf16": ("rmsnorm", "RMSNormBf16"),
 }
 
 
