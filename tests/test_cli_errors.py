@@ -243,7 +243,7 @@ CASES += [
 
 # sweep needs torch and triton to get past its first check (see test_sweep_says_install_the_gpu_extra)
 SWEEP_CASES: list[tuple[list[str], str]] = [
-    (["sweep", "--out", "s"], "Missing option '--kernel'"),
+    (["sweep", "--out", "s"], "sweep needs one of --kernel (a kernel spec) or --call"),
     (["sweep", "--kernel", "nope", "--out", "s"], "unknown kernel 'nope'"),
     (["sweep", "--kernel", "gelu_mul_fp16", "--out", "s", "--shapes", "M=1"], "takes dims ['numel']"),
     (["sweep", "--kernel", "gelu_mul_fp16", "--out", "s", "--shapes", "numel=0"],
