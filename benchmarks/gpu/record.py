@@ -39,7 +39,6 @@ def main() -> None:
     from abductune import kernels
     from abductune.measure.live import LiveEvaluator
     from abductune.hardware import local_hardware
-    from abductune.sweep import sweep
 
     print(f"torch {torch.__version__} triton {triton.__version__} cuda {torch.version.cuda} "
           f"device {torch.cuda.get_device_name()} cpus {os.cpu_count()}", flush=True)
@@ -59,29 +58,12 @@ def main() -> None:
         print("baseline", ev.baseline().time_ms, "smoke s", time.time() - t0, flush=True)
         ev.close()
 
-    # stop the sweep (cleanly, between configs) before the deadline
-    deadline = t_start + args.deadline_s
-    for name in args.kernels.split(","):
-        spec = kernels.get(name)
-        shapes = spec.suite_shapes()
-        if args.shapes.startswith("first:"):
-            shapes = shapes[: int(args.shapes.split(":")[1])]
-        last = [0.0]
+    # stop the sweep (cleanly, between configs) before the deadline; the loop is record_zoo's
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from record_zoo import record_until
 
-        def progress(label: str, done: int, total: int) -> None:
-            if time.time() - last[0] > 20:
-                last[0] = time.time()
-                print(f"  {label}: {done}/{total} ({time.time() - t_start:.0f} s)", flush=True)
-            if time.time() > deadline:
-                raise TimeoutError("deadline")
-
-        try:
-            paths = sweep(name, shapes, args.out, compile_workers=args.workers, hardware=hw,
-                          on_progress=progress)
-            print(f"{name}: done {len(paths)} shapes", flush=True)
-        except TimeoutError:
-            print(f"{name}: stopped at the deadline (resumable)", flush=True)
-            break
+    record_until(args.kernels.split(","), args.out, t_start + args.deadline_s, t_start, shapes=args.shapes,
+                 workers=args.workers, hardware=hw)
     from abductune.datasets.format import read_dataset
 
     if args.noise:

@@ -41,11 +41,9 @@ def main() -> None:
     import triton
 
     from abductune import kernels
-    from abductune.datasets.format import read_dataset
     from abductune.hardware import local_hardware
     from abductune.kernels import zoo
     from abductune.measure.live import LiveEvaluator
-    from abductune.sweep import sweep
 
     print(f"torch {torch.__version__} triton {triton.__version__} cuda {torch.version.cuda} "
           f"device {torch.cuda.get_device_name()} cpus {os.cpu_count()}", flush=True)
@@ -79,14 +77,26 @@ def main() -> None:
         if any(m.ok for m in ms):
             good.append(name)
 
-    for name in good:
+    record_until(good, args.out, deadline, t_start, shapes=args.shapes, workers=args.workers, hardware=hw,
+                 store=store)
+    print_recorded(args.out)
+    print(f"total {time.time() - t_start:.0f} s", flush=True)
+
+
+def record_until(names: list[str], out: str, deadline: float, t_start: float, *, shapes: str = "suite",
+                 workers: int = 16, hardware=None, store=None) -> None:
+    """`sweep` each kernel in turn until `deadline` (time.time()); a kernel cut short resumes
+    on the next call with the same `out`. Shared with record.py."""
+    from abductune import kernels
+    from abductune.sweep import sweep
+
+    for name in names:
         if time.time() > deadline:
             print(f"{name}: not started (deadline)", flush=True)
             continue
-        spec = kernels.get(name)
-        shapes = spec.suite_shapes()
-        if args.shapes.startswith("first:"):
-            shapes = shapes[: int(args.shapes.split(":")[1])]
+        todo = kernels.get(name).suite_shapes()
+        if shapes.startswith("first:"):
+            todo = todo[: int(shapes.split(":")[1])]
         last = [0.0]
 
         def progress(label: str, done: int, total: int) -> None:
@@ -98,21 +108,25 @@ def main() -> None:
 
         t0 = time.time()
         try:
-            paths = sweep(name, shapes, args.out, compile_workers=args.workers, hardware=hw,
+            paths = sweep(name, todo, out, compile_workers=workers, hardware=hardware,
                           on_progress=progress, store=store)
             print(f"{name}: done {len(paths)} shapes in {time.time() - t0:.0f} s", flush=True)
         except TimeoutError:
             print(f"{name}: stopped at the deadline (resumable)", flush=True)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - a broken kernel is reported, the rest go on
             print(f"{name}: FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
 
+
+def print_recorded(out: str) -> None:
+    """The table of what is recorded under `out`."""
+    from abductune.datasets.format import read_dataset
+
     print(f"{'dataset':52} {'configs':>7} {'ok':>5} {'best ms':>9} {'torch ms':>9}")
-    for p in sorted(Path(args.out).rglob("*.jsonl.gz")):
+    for p in sorted(Path(out).rglob("*.jsonl.gz")):
         ds = read_dataset(p)
         b = ds.optimum()
         print(f"{p.parent.name + '/' + ds.name:52} {len(ds.records):7d} {len(ds.ok_records()):5d} "
               f"{b.time_ms:9.4f} {ds.baselines.get('torch_ms', float('nan')):9.4f}")
-    print(f"total {time.time() - t_start:.0f} s", flush=True)
 
 
 if __name__ == "__main__":
