@@ -51,15 +51,40 @@ def test_every_theory_wrong_still_tracks_seeded_random_and_says_why():
         assert g["abduction"] <= g["random"] * 1.005, (budget, g)
 
 
-def test_trusted_theories_are_not_diluted():
-    """Where the theories hold (a landscape that rewards what they predict), no batch slot is
-    taken from them: no trust event is logged."""
-    def right(c):
-        return 1.0 + 0.1 * sum(abs(math.log2(c[k]) - math.log2(v)) for k, v in
-                               (("BLOCK_M", 128), ("BLOCK_N", 256), ("BLOCK_K", 64), ("num_warps", 8))) \
-            + 0.05 * abs(c["num_stages"] - 3)
+def _right(c):  # a landscape that rewards what the theories predict for a big matmul
+    return 1.0 + 0.1 * sum(abs(math.log2(c[k]) - math.log2(v)) for k, v in
+                           (("BLOCK_M", 128), ("BLOCK_N", 256), ("BLOCK_K", 64), ("num_warps", 8))) \
+        + 0.05 * abs(c["num_stages"] - 3)
 
-    ev = FakeEvaluator(SPACE, right)
-    ev.problem = _evaluator().problem
+
+def test_trusted_theories_are_not_diluted_on_a_kernel_they_were_confirmed_on():
+    """Where the theories hold, on a kernel their rules were confirmed on (the built-in
+    matmul), no batch slot is taken from them: no trust event is logged."""
+    ev = FakeEvaluator(SPACE, _right)
+    p = _evaluator().problem
+    ev.problem = Problem("matmul_fp16", p.kernel_class, p.dims, p.dtypes, p.flops, p.min_bytes, p.hardware)
     res = run(make_strategy("abduction", seed=0), ev, Budget(24), seeds=[SEED])
-    assert not [e for e in res.events if e["event"] == "trust" and e["trusted"] is False]
+    assert not [e for e in res.events if e["event"] == "trust"]
+
+
+def test_on_an_unseen_kernel_the_theories_earn_trust_before_batches_follow_them():
+    """With explore_unseen, on a kernel no rule was confirmed on, half of each batch explores
+    from the start, and once the theories have won EARN_TRUST tests there the batches follow
+    them again; by default (off) nothing changes."""
+    from abductune.search.abduction import EARN_TRUST
+
+    small = {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32, "num_warps": 2, "num_stages": 1}  # far from 128x256
+    ev = FakeEvaluator(SPACE, _right)
+    ev.problem = _evaluator().problem  # "fake_matmul": no rule was confirmed on it
+    res = run(make_strategy("abduction", seed=0, explore_unseen=True), ev, Budget(32), seeds=[small])
+    trust = [e for e in res.events if e["event"] == "trust"]
+    assert trust and trust[0]["trusted"] is False and "no theory has been confirmed on fake_matmul" in trust[0]["reason"]
+    assert any(e["trusted"] and e["supported"] >= EARN_TRUST for e in trust[1:])
+    off = run(make_strategy("abduction", seed=0), _fresh(_right), Budget(32), seeds=[small])
+    assert not [e for e in off.events if e["event"] == "trust"]
+
+
+def _fresh(fn):
+    ev = FakeEvaluator(SPACE, fn)
+    ev.problem = _evaluator().problem
+    return ev

@@ -103,6 +103,20 @@ LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwis
 # about the rule, not fitted to any recorded data.
 DISTRUST_AFTER = 3
 TRUST_MIN = 0.34
+# On a kernel no theory was confirmed on, theories earn trust after this many won tests.
+EARN_TRUST = 2
+
+
+def _unseen_kernel(problem: Any) -> str | None:
+    """The kernel's family name when no packaged theory rule was confirmed on it (a kernel
+    the library and its rules were not built around), else None."""
+    if problem is None:
+        return None
+    from ..problem import kernel_family
+    from ..theory.store import confirmed_kernels
+
+    fam = kernel_family(problem.kernel)
+    return None if fam in confirmed_kernels() else fam
 PAIR_MIN = 0.02  # share of variance a pair must explain beyond its parts to get a term
 
 
@@ -125,14 +139,17 @@ class Abduction(Strategy):
     mode local tests before a restart; None: twice the tuned parameters, at least 8), tpe_slots=2 (generic mode: TPE proposals
     in every batch, part of `batch`), model_slots=1 (generic mode: Thompson-sampled proposals
     of the additive model in every batch, on top of `batch`), stop_early=False (end before the
-    budget once the search has settled: see `_Engine._settled`)."""
+    budget once the search has settled: see `_Engine._settled`), explore_unseen=False (on a
+    kernel no theory was confirmed on, half of each batch explores with the model until the
+    theories have won EARN_TRUST tests on it: see `_Engine._explore_slots`; off by default, as
+    on the zoo it cost more than it saved: docs/PERFORMANCE.md, twelfth session)."""
 
     name = "abduction"
 
     def __init__(self, seed: int = 0, batch: int = 3, confidence: float = CONFIDENCE,
                  noise_floor: float = NOISE_FLOOR, startup: int = 8, patience: int | None = None,
                  tpe_slots: int = 2, model_slots: int = 1, stop_early: bool = False,
-                 seeded_startup: int | None = None, **options: Any):
+                 seeded_startup: int | None = None, explore_unseen: bool = False, **options: Any):
         super().__init__(seed, **options)
         self.batch = opt.integer(self.name, "batch", batch, 1, 8)
         self.confidence = opt.number(self.name, "confidence", confidence, 0.1, 10)
@@ -144,6 +161,7 @@ class Abduction(Strategy):
         self.tpe_slots = opt.integer(self.name, "tpe_slots", tpe_slots, 0, 8)
         self.model_slots = opt.integer(self.name, "model_slots", model_slots, 0, 8)
         self.stop_early = opt.boolean(self.name, "stop_early", stop_early)
+        self.explore_unseen = opt.boolean(self.name, "explore_unseen", explore_unseen)
 
     def propose(self, ctx: SearchContext) -> Proposals:
         return (yield from _Engine(self, ctx).run())
@@ -276,6 +294,8 @@ class _Engine:
         self.exhausted: list[Config] = []  # generic mode: incumbents where the local search stalled
         self._cannot_run: dict[tuple, str | None] = {}  # config key -> why it cannot launch (None: it can)
         self.distrusted = False  # the theories lost trust on this kernel (`_explore_slots`)
+        self.unseen_kernel = _unseen_kernel(ctx.problem) if strategy.explore_unseen else None
+        self.unseen = self.unseen_kernel is not None
 
     # -- bookkeeping
     def known(self, cfg: Config) -> bool:
@@ -299,25 +319,34 @@ class _Engine:
 
     def _explore_slots(self, b: int) -> int:
         """Slots of a batch of `b` given to model-based exploration (`_model_tests`) because
-        the theories have not earned trust on this kernel: once DISTRUST_AFTER of their tests
-        here failed to win (refuted or neutral) and the pooled credibility of every theory's
-        tests in this run is below TRUST_MIN, half the batch explores until they recover.
+        the theories have not earned trust on this kernel (issue 27):
+        - with the `explore_unseen` option, on a kernel no theory or rule was confirmed on
+          (`unseen_kernel`), from the start, until the theories have won EARN_TRUST of their
+          tests here (their seeds and moves carry over from other kernels' tilings, names and
+          masks, and may be wrong);
+        - on any kernel, once DISTRUST_AFTER of their tests here failed to win (refuted or
+          neutral) and the pooled credibility of their tests in this run is below TRUST_MIN,
+          until they recover.
         Without it, a kernel whose behaviour the theories misread gets batches of confident
-        wrong moves, behind a blind search (issue 27). Switching either way is logged as a
-        "trust" event, which `explain` prints."""
+        wrong moves, behind a blind search. Switching either way is logged as a "trust"
+        event, which `explain` prints."""
         s = r = n = 0.0
         for name, t in self.ledger.tallies.items():
             if name in BY_NAME:
                 s, r, n = s + t.supported, r + t.refuted, n + t.neutral
         trust = credibility(s, r, n)
-        distrust = r + n >= DISTRUST_AFTER and trust < TRUST_MIN
+        unearned = self.unseen and s < EARN_TRUST
+        distrust = unearned or (r + n >= DISTRUST_AFTER and trust < TRUST_MIN)
         if distrust != self.distrusted:
             self.distrusted = distrust
+            why = (f"no theory has been confirmed on {self.unseen_kernel} and they have won {s:g} of "
+                   f"{s + r + n:g} tests here (trusted after {EARN_TRUST})" if unearned else
+                   f"the theories' tests on this kernel won {s:g} of {s + r + n:g} (credibility {trust:.2f} "
+                   f"< {TRUST_MIN})")
             self.ctx.log("trust", trusted=not distrust, supported=s, refuted=r, neutral=n, credibility=round(trust, 3),
-                         reason=(f"the theories' tests on this kernel won {s:g} of {s + r + n:g} (credibility "
-                                 f"{trust:.2f} < {TRUST_MIN}): half of each batch now explores with the model"
-                                 if distrust else f"the theories recovered (credibility {trust:.2f}): batches "
-                                 "follow them again"))
+                         reason=(f"{why}: half of each batch explores with the model" if distrust else
+                                 f"the theories earned trust here (won {s:g} of {s + r + n:g}, credibility "
+                                 f"{trust:.2f}): batches follow them again"))
         return max(1, b // 2) if distrust and b > 1 else 0
 
     def _runnable(self, cfg: Config) -> bool:

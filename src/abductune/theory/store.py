@@ -670,6 +670,18 @@ class TheoryBook:
         return TheoryBook([*self.rules.values(), *other.rules.values()], {**self.meta, **other.meta})
 
 
+_CONFIRMED: set[str] | None = None
+
+
+def confirmed_kernels() -> set[str]:
+    """The kernel families the packaged theory rules were confirmed on (cached): the kernels
+    the theories were built around."""
+    global _CONFIRMED
+    if _CONFIRMED is None:
+        _CONFIRMED = set().union(*(r.kernels() for r in packaged_book())) if len(packaged_book()) else set()
+    return _CONFIRMED
+
+
 def packaged_book() -> TheoryBook:
     """The theories learned from the bundled H100 data (empty if the package has none)."""
     p = DATA_DIR / "theories.json"
