@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .errors import AbductuneError
+from .format import format_config
 
 # wide enough for the result tables when output goes to a file or a pipe (rich assumes 80); on
 # a terminal its width (or COLUMNS), where the tune table has a compact layout for 80 columns
@@ -543,13 +544,6 @@ def _nvidia_gpu_present() -> bool:
 
 def _fmt_ms(v: float | None) -> str:
     return "-" if v is None else (f"{v * 1e3:.1f} µs" if v < 1 else f"{v:.3f} ms")
-
-
-def format_config(cfg: dict[str, Any] | None) -> str:
-    """A config as `NAME=value, ...`: readable, and pasteable as Python keyword arguments."""
-    if not cfg:
-        return "-"
-    return ", ".join(f"{k}={v!r}" for k, v in cfg.items())
 
 
 def _fmt_us(v: float | None) -> str:

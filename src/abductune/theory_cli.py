@@ -102,7 +102,7 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
     """Zero-shot config for a kernel and shapes, or for datasets (scored against their
     optimum, leaving each dataset's kernel, or with --holdout shape its shape, out of what the
     prediction knows)."""
-    from .cli import format_config
+    from .format import format_config
     from .theory.store import TheoryBook, packaged_book, predict, predictions
 
     book = TheoryBook.load(theories) if theories else packaged_book()
@@ -189,7 +189,7 @@ def explain_prediction(p: Any) -> list[str]:
               help="Draw each measured config against the roofline, with the moves between incumbents (PNG).")
 def explain_cmd(run_id: int, store_path: str | None, plot_out: str | None) -> None:
     """Tell how run RUN_ID reached its winner: seeds, observations, hypotheses, tests, verdicts."""
-    from .cli import format_config
+    from .format import format_config
     from .store import Store
 
     if plot_out:
@@ -243,7 +243,7 @@ def _ms(v: float) -> str:
 def _value(key: str, v: Any) -> str:
     """One field of an event, for a reader: configs as `A=1, B=2`, times in µs or ms, shares
     and gains in percent, other numbers to 4 significant digits."""
-    from .cli import format_config
+    from .format import format_config
 
     if isinstance(v, bool):
         return "yes" if v else "no"

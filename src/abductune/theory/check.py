@@ -41,7 +41,7 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
     with fewer registers per thread (`relief`) before the next prediction. Returns the
     Prediction (its config replaced where it was relieved) or None; `echo` hears each config
     passed over and why."""
-    from ..cli import format_config
+    from ..format import format_config
     from ..measure.static import compile_one
 
     compile_fn = compile_fn or compile_one
