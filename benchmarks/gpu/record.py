@@ -60,12 +60,10 @@ def main() -> None:
 
     # stop the sweep (cleanly, between configs) before the deadline; the loop is record_zoo's
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from record_zoo import record_until
+    from record_zoo import print_recorded, record_until
 
     record_until(args.kernels.split(","), args.out, t_start + args.deadline_s, t_start, shapes=args.shapes,
                  workers=args.workers, hardware=hw)
-    from abductune.datasets.format import read_dataset
-
     if args.noise:
         from abductune.sweep import noise_study
 
@@ -80,12 +78,7 @@ def main() -> None:
                 print(f"noise {grp}: spread median {sp[len(sp)//2]:.3f} max {sp[-1]:.3f}; "
                       f"re-measured/sweep median {vs[len(vs)//2]:.3f} range {vs[0]:.3f}-{vs[-1]:.3f}")
 
-    print(f"{'dataset':40} {'configs':>7} {'ok':>5} {'best ms':>9} {'torch ms':>9} {'best cfg'}")
-    for p in sorted(Path(args.out).rglob("*.jsonl.gz")):
-        ds = read_dataset(p)
-        b = ds.optimum()
-        print(f"{p.parent.name + '/' + ds.name:40} {len(ds.records):7d} {len(ds.ok_records()):5d} "
-              f"{b.time_ms:9.4f} {ds.baselines.get('torch_ms', float('nan')):9.4f} {b.config}")
+    print_recorded(args.out, best_config=True)
     print(f"total {time.time() - t_start:.0f} s", flush=True)
 
 

@@ -117,16 +117,17 @@ def record_until(names: list[str], out: str, deadline: float, t_start: float, *,
             print(f"{name}: FAILED {type(e).__name__}: {str(e)[:400]}", flush=True)
 
 
-def print_recorded(out: str) -> None:
-    """The table of what is recorded under `out`."""
+def print_recorded(out: str, best_config: bool = False) -> None:
+    """The table of what is recorded under `out` (with each optimum's config, if asked)."""
     from abductune.datasets.format import read_dataset
 
-    print(f"{'dataset':52} {'configs':>7} {'ok':>5} {'best ms':>9} {'torch ms':>9}")
+    print(f"{'dataset':52} {'configs':>7} {'ok':>5} {'best ms':>9} {'torch ms':>9}" + (" best cfg" if best_config else ""))
     for p in sorted(Path(out).rglob("*.jsonl.gz")):
         ds = read_dataset(p)
         b = ds.optimum()
         print(f"{p.parent.name + '/' + ds.name:52} {len(ds.records):7d} {len(ds.ok_records()):5d} "
-              f"{b.time_ms:9.4f} {ds.baselines.get('torch_ms', float('nan')):9.4f}")
+              f"{b.time_ms:9.4f} {ds.baselines.get('torch_ms', float('nan')):9.4f}"
+              + (f" {b.config}" if best_config else ""))
 
 
 if __name__ == "__main__":

@@ -1159,6 +1159,7 @@ class Autotuner:
         once each, with the kernel's own list, where it came from and the sample, if any."""
         from .datasets.bundled import shape_name
         from .datasets.format import Dataset, write_dataset
+        from .hardware import toolchain
 
         seen: dict[tuple, Any] = {}
         for m in result.history:
@@ -1169,8 +1170,6 @@ class Autotuner:
                                 self.space.default(), "origin": origin}
         if self._record_sample:
             meta["sample"] = self._record_sample
-        from .hardware import toolchain
-
         ds = Dataset(problem, self.space.to_dict(), list(seen.values()), toolchain(),
                      restricted_to_records=self._record_sample is not None,
                      source=f"abductune sweep --call ({self.name})", meta=meta)

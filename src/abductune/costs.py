@@ -28,7 +28,6 @@ ELEMENT_BYTES: dict[str, float] = {
 }
 # when a problem names no dtype, tensors are taken as 16-bit
 DEFAULT_BYTES = 2
-KNOWN_CLASSES = ("matmul", "quantized_matmul", "attention", "row_reduction", "elementwise")
 
 
 def element_bytes(dtype: str | None) -> float:
@@ -39,11 +38,18 @@ def known_dtype(name: str) -> bool:
     return name.lower() in ELEMENT_BYTES
 
 
+def operand_bytes(dtypes: Mapping[str, str]) -> tuple[float, float, float]:
+    """Element sizes of the first input, the second (the first's when there is one dtype)
+    and the last tensor (the output), in the dtypes' order; 16-bit when none is named."""
+    sizes = [element_bytes(t) for t in dtypes.values()] or [DEFAULT_BYTES]
+    return sizes[0], sizes[1] if len(sizes) > 1 else sizes[0], sizes[-1]
+
+
 def problem_costs(kernel_class: str, dims: Mapping[str, int], dtypes: Mapping[str, str]) -> tuple[float, float] | None:
     """(FLOPs, minimum bytes), or None when the class or its dims are not known here."""
     d = canonical_dims(kernel_class, dims)
     sizes = [element_bytes(t) for t in dtypes.values()] or [DEFAULT_BYTES]
-    first, second, last = sizes[0], sizes[1] if len(sizes) > 1 else sizes[0], sizes[-1]
+    first, second, last = operand_bytes(dtypes)
     if kernel_class in ("matmul", "quantized_matmul") and all(k in d for k in "MNK"):
         m, n, k = d["M"], d["N"], d["K"]
         return 2.0 * m * n * k, m * k * first + k * n * second + m * n * last

@@ -117,10 +117,6 @@ class Holdout:
                     or bool(source_hash and p.source_hash and source_hash == p.source_hash))
         return kernel == p.kernel and dims is not None and dict(dims) == dict(p.dims)
 
-    def describe(self) -> str:
-        return (f"leave-one-kernel-out ({kernel_family(self.problem.kernel)})" if self.level == "kernel"
-                else f"leave-one-shape-out ({self.problem.kernel} {self.problem.shape_key()})")
-
 
 def as_holdout(x: "Problem | Holdout | None") -> Holdout | None:
     """A Holdout from what callers pass as `exclude`: a Problem means its shape."""

@@ -7,12 +7,11 @@ The zoo is recorded data for kernels the tuner was not built around (see
 """
 from __future__ import annotations
 
-import gzip
-import json
 from functools import lru_cache
 from pathlib import Path
 
 from ..errors import AbductuneError
+from .format import iter_lines
 
 ZOO_DIR = Path(__file__).parent / "zoo_data"
 
@@ -24,8 +23,7 @@ def _all(gpu: str | None = None) -> list[Path]:
 
 @lru_cache(maxsize=None)
 def _header(path: Path) -> dict:
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        return json.loads(f.readline())
+    return next(iter_lines(path))[1]  # the first line; a bad one names the file and line
 
 
 def kernel_class(path: Path) -> str:

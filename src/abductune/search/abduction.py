@@ -295,7 +295,6 @@ class _Engine:
         self._cannot_run: dict[tuple, str | None] = {}  # config key -> why it cannot launch (None: it can)
         self.distrusted = False  # the theories lost trust on this kernel (`_explore_slots`)
         self.unseen_kernel = _unseen_kernel(ctx.problem) if strategy.explore_unseen else None
-        self.unseen = self.unseen_kernel is not None
 
     # -- bookkeeping
     def known(self, cfg: Config) -> bool:
@@ -335,7 +334,7 @@ class _Engine:
             if name in BY_NAME:
                 s, r, n = s + t.supported, r + t.refuted, n + t.neutral
         trust = credibility(s, r, n)
-        unearned = self.unseen and s < EARN_TRUST
+        unearned = self.unseen_kernel is not None and s < EARN_TRUST
         distrust = unearned or (r + n >= DISTRUST_AFTER and trust < TRUST_MIN)
         if distrust != self.distrusted:
             self.distrusted = distrust

@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..costs import DEFAULT_BYTES, element_bytes
+from ..costs import operand_bytes
 from ..problem import Problem
 from ..space import Config, Space
 
@@ -62,14 +62,6 @@ def _value(space: Space, config: Mapping[str, Any], role: str) -> int | None:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def _operand_bytes(problem: Problem) -> tuple[float, float]:
-    """Element sizes of the first two inputs (A, B), in the problem's dtype order."""
-    sizes = [element_bytes(d) for d in problem.dtypes.values()]
-    a = sizes[0] if sizes else DEFAULT_BYTES
-    b = sizes[1] if len(sizes) > 1 else a
-    return a, b
-
-
 def footprint(problem: Problem, space: Space, config: Mapping[str, Any]) -> Footprint:
     bm, bn, bk = (_value(space, config, r) for r in ("tile:M", "tile:N", "tile:K"))
     warps = _value(space, config, "warps")
@@ -79,7 +71,7 @@ def footprint(problem: Problem, space: Space, config: Mapping[str, Any]) -> Foot
     smem = acc = None
     if bm and bn and bk:  # a tiled product: A and B tiles stream through the pipeline
         stages = _value(space, config, "stages") or DEFAULT_STAGES
-        sa, sb = _operand_bytes(problem)
+        sa, sb, _ = operand_bytes(problem.dtypes)  # A and B, the first two inputs
         smem = int(math.ceil(max(stages, 1) * (bm * bk * sa + bk * bn * sb)))
         if threads:
             acc = bm * bn / threads

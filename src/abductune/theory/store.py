@@ -190,6 +190,16 @@ def _nearest_value(param: Any, want: float) -> Any:
     return min(nums, key=lambda v: (abs(math.log2(max(v, 1e-9)) - math.log2(max(want, 1e-9))), -v))
 
 
+def _const_value(param: Any, value: Any) -> Any:
+    """A rule's constant for `param`: itself when the space has it, else the nearest number
+    it has (the first value for a non-numeric one)."""
+    if value in param.values:
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return _nearest_value(param, float(value))
+    return param.values[0]
+
+
 def instantiate(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
                 cls: Classification | None = None) -> Config:
     """The config these forms give on (problem, space): roles the space lacks are skipped,
@@ -206,8 +216,7 @@ def instantiate(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
         if p is None:
             continue
         if form.kind == "const":
-            partial[p.name] = form.value if form.value in p.values else _nearest_value(p, float(form.value)) \
-                if isinstance(form.value, (int, float)) and not isinstance(form.value, bool) else p.values[0]
+            partial[p.name] = _const_value(p, form.value)
         elif form.kind == "fit":
             d = tile_dim(role, cls)
             partial[p.name] = _nearest_value(p, next_pow2(d)) if d else p.default_value()
@@ -279,8 +288,7 @@ def departures(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
         if p is None:
             continue
         if form.kind == "const":
-            want[p.name] = form.value if form.value in p.values else _nearest_value(p, float(form.value)) \
-                if isinstance(form.value, (int, float)) and not isinstance(form.value, bool) else p.values[0]
+            want[p.name] = _const_value(p, form.value)
         elif form.kind == "per" and hw is not None and hw.warp_size:
             elems = tile_elements(problem, space, config)
             if elems:
@@ -678,7 +686,7 @@ def confirmed_kernels() -> set[str]:
     the theories were built around."""
     global _CONFIRMED
     if _CONFIRMED is None:
-        _CONFIRMED = set().union(*(r.kernels() for r in packaged_book())) if len(packaged_book()) else set()
+        _CONFIRMED = set().union(*(r.kernels() for r in packaged_book()))
     return _CONFIRMED
 
 
