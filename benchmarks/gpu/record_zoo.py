@@ -86,7 +86,7 @@ def main() -> None:
 def record_until(names: list[str], out: str, deadline: float, t_start: float, *, shapes: str = "suite",
                  workers: int = 16, hardware=None, store=None) -> None:
     """`sweep` each kernel in turn until `deadline` (time.time()); a kernel cut short resumes
-    on the next call with the same `out`. Shared with record.py."""
+    on the next call with the same `out`. Shared with record_bundled.py."""
     from abductune import kernels
     from abductune.sweep import sweep
 

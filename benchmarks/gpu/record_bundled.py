@@ -1,7 +1,9 @@
-"""Device-machine driver: smoke-test the live path, then record datasets until a deadline.
+"""Device-machine driver for the bundled H100 datasets (src/abductune/datasets/data/README.md) and
+the noise study (docs/PERFORMANCE.md, "Noise on the H100"): smoke-test the live path, then
+record datasets until a deadline.
 
 Run on the GPU machine from the repository root:
-    python benchmarks/gpu/record.py --out DIR --deadline-s 480 [--kernels matmul_fp16,...]
+    python benchmarks/gpu/record_bundled.py --out DIR --deadline-s 480 [--kernels matmul_fp16,...]
 It prints the environment, a smoke test (4 configs + torch baseline) and sweep progress;
 the sweep is resumable, so a second call with the same DIR continues where this one stopped.
 """
