@@ -430,7 +430,7 @@ def test_tests_never_open_the_real_default_store(tmp_path: Path, ctx: Context):
     from click.testing import CliRunner
     from conftest import REAL_DEFAULT_STORE
 
-    from abductune.autotune import _STORES, _open_store
+    from abductune.autotune.keys import _STORES, open_store
     from abductune.cli import main
 
     def state() -> tuple:
@@ -441,7 +441,7 @@ def test_tests_never_open_the_real_default_store(tmp_path: Path, ctx: Context):
     with Store() as s:
         s.put(ctx, Measurement({"a": 1}, time_ms=1.0))
         assert Path(s.path).is_relative_to(tmp_path)
-    opened = _open_store(None)
+    opened = open_store(None)
     try:
         assert Path(opened.path).is_relative_to(tmp_path)
     finally:

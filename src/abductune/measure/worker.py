@@ -1,7 +1,8 @@
 """Code that runs inside worker processes: the benchmark server and the compile task.
 
-Everything here imports torch/triton; the parent (live.py) only talks to it over a pipe or a
-process pool, so a crash, hang or sticky CUDA error here never takes the tuner down.
+Everything here imports torch/triton; the parent (bench_client.py, compile_pool.py) only talks to
+it over a pipe or a process pool, so a crash, hang or sticky CUDA error here never takes the tuner
+down.
 """
 from __future__ import annotations
 

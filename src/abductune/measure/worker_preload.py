@@ -1,4 +1,4 @@
-"""Imported once by the fork server the workers start from (live.py `_server_context`), so
+"""Imported once by the fork server the workers start from (forkserver.py `_server_context`), so
 every compile worker and the benchmark worker start with torch, Triton and the built-in
 kernels loaded: one import in all, not one per worker contending for the CPU (Triton 3.6
 imports torch at a worker's first compile even on stand-in tensors). Nothing here may touch
