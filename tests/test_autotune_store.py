@@ -23,7 +23,8 @@ if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set be
 
     from autotune_kernels import matmul as mm
 
-    from abductune.autotune import Autotuner, CompilePool, _encode, _warm_worker, compile_plan, kernel_source_hash
+    from abductune.autotune import Autotuner, CompilePool, compile_plan, kernel_source_hash
+    from abductune.autotune.compiling import _encode, _warm_worker
     from abductune.cli import main
     from abductune.store import Store
 

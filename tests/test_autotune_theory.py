@@ -6,7 +6,8 @@ import pytest
 
 pytest.importorskip("triton")
 
-from abductune.autotune import _theory_prediction, space_from_configs  # noqa: E402
+from abductune.autotune import space_from_configs  # noqa: E402
+from abductune.autotune.choices import theory_prediction  # noqa: E402
 from abductune.hardware import lookup  # noqa: E402
 from abductune.problem import Problem  # noqa: E402
 
@@ -22,15 +23,15 @@ def test_a_users_matmul_gets_a_role_based_prediction():
     assert space.by_role("tile:M") is not None and space.by_role("tile:K") is not None
     decode = Problem("user_matmul", "matmul", {"M": 8, "N": 8192, "K": 4096}, {"a": "fp16", "b": "fp16"},
                      hardware=lookup("H100-SXM"))
-    p = _theory_prediction(decode, space)
+    p = theory_prediction(decode, space)
     assert p is not None and space.is_valid(p.config)
     assert p.config["BLOCK_SIZE_M"] == min(space["BLOCK_SIZE_M"].values)  # decode: the smallest M tile
     big = Problem("user_matmul", "matmul", {"M": 8192, "N": 8192, "K": 8192}, {"a": "fp16", "b": "fp16"},
                   hardware=lookup("H100-SXM"))
-    q = _theory_prediction(big, space)
+    q = theory_prediction(big, space)
     assert q is not None and q.config["BLOCK_SIZE_M"] * q.config["BLOCK_SIZE_N"] > \
         p.config["BLOCK_SIZE_M"] * p.config["BLOCK_SIZE_N"]  # big shapes get big tiles
-    assert _theory_prediction(Problem("x", "other", {}), space) is None  # nothing applies: no bet
+    assert theory_prediction(Problem("x", "other", {}), space) is None  # nothing applies: no bet
 
 
 def test_the_observed_database_is_the_bet_where_no_theory_applies(tmp_path):
@@ -39,7 +40,8 @@ def test_the_observed_database_is_the_bet_where_no_theory_applies(tmp_path):
     import triton
     import triton.language as tl
 
-    from abductune.autotune import Autotuner, _observed_prediction
+    from abductune.autotune import Autotuner
+    from abductune.autotune.choices import observed_prediction
     from abductune.errors import AbductuneError
     from abductune.heuristics.observed import Database, Rule, Template
     from abductune.store import Context, Store
@@ -54,8 +56,8 @@ def test_the_observed_database_is_the_bet_where_no_theory_applies(tmp_path):
     k = Autotuner(moe_kernel, ["x", "M", "N"], configs, ["M", "N"], budget=8, database=db, on_miss="predict",
                   kernel_class="fused_moe", store=str(tmp_path / "s.sqlite"))
     problem = Problem("moe_kernel", "fused_moe", {"M": 64, "N": 1024}, {"x": "fp16"}, hardware=lookup("H100-SXM"))
-    assert _theory_prediction(problem, k.space) is None
-    seen = _observed_prediction(problem, k.space, db)
+    assert theory_prediction(problem, k.space) is None
+    seen = observed_prediction(problem, k.space, db)
     assert seen is not None and seen.config["BLOCK_SIZE_M"] == 64 and seen.config["BLOCK_SIZE_N"] == 128
     with Store(tmp_path / "s.sqlite") as store:
         choice = k._predict(store, Context.of(problem, k.space), k._list, problem)
@@ -70,15 +72,15 @@ def test_the_observed_database_is_the_bet_where_no_theory_applies(tmp_path):
 
 
 def test_a_missed_key_is_seeded_with_the_best_rule_and_the_runner_up_like_tune():
-    from abductune.autotune import _theory_predictions
+    from abductune.autotune.choices import theory_predictions
     from abductune.theory.store import predictions
     from abductune.tune import THEORY_SEEDS
 
     space = space_from_configs(CONFIGS, "user_matmul")
     for dims in ({"M": 8, "N": 8192, "K": 4096}, {"M": 4096, "N": 4096, "K": 4096}):
         prob = Problem("user_matmul", "matmul", dims, {"a": "fp16", "b": "fp16"}, hardware=lookup("H100-SXM"))
-        got = _theory_predictions(prob, space)
+        got = theory_predictions(prob, space)
         ranked = predictions(prob, space)
         assert [p.config for p in got] == [p.config for p in ranked[:THEORY_SEEDS]] and got
-        assert _theory_prediction(prob, space).config == got[0].config
+        assert theory_prediction(prob, space).config == got[0].config
         assert len({tuple(sorted(p.config.items())) for p in got}) == len(got)  # distinct bets

@@ -3,21 +3,21 @@ config that crashes (a segfault, an abort, a sticky CUDA error) or hangs kills o
 worker, never the caller.
 
 Caller side (`IsolatedEvaluator`, same interface as `InProcessEvaluator`): the call's
-arguments are copied to host memory once per tune; a worker (`python -c`, like the compile
-workers, so an unguarded user script is not re-run) imports the kernel by `module:qualname`,
-rebuilds the arguments on their devices and rebuilds the caller's autotuner around them, so
-each trial runs exactly as in-process (`Autotuner._evaluator`: hooks, reference check,
-timer). Per config the caller sends the config, its config-level pre_hook and its concrete
-grid (grids are usually closures, which cannot be sent), and waits at most `timeout_s`. A
-worker that dies or does not answer is a failed measurement of that config; the next config
-gets a fresh worker. Callables cross the pipe by reference (pickle), so they must be
-importable module-level names; that is checked once, before the first tune. The worker's
-side is measure/isolated_worker.py.
+arguments are copied to host memory once per tune (`encode`); a worker (`python -c`, like the
+compile workers, so an unguarded user script is not re-run) runs the entry point the caller
+names, which imports the kernel by `module:qualname` (`kernel_target`), rebuilds the arguments
+on their devices and rebuilds the caller's autotuner around them, so each trial runs exactly
+as in-process (the decorator's side: abductune/autotune/isolation.py and isolated_worker.py;
+this layer imports neither). Per config the caller sends the config and what `trial(config)`
+adds (its config-level pre_hook and its concrete grid: grids are usually closures, which
+cannot be sent), and waits at most `timeout_s`. A worker that dies or does not answer is a
+failed measurement of that config; the next config gets a fresh worker. Callables cross the
+pipe by reference (pickle), so they must be importable module-level names (`importable`);
+that is checked once, before the first tune. The worker's loop is measure/isolated_worker.py.
 """
 from __future__ import annotations
 
 import collections
-import inspect
 import logging
 import os
 import pickle
@@ -100,28 +100,6 @@ def kernel_target(tuner: Any) -> tuple[str, int]:
     return f"{base.__module__}:{base.__qualname__}", hops[0]
 
 
-def worker_spec(tuner: Any) -> dict[str, Any]:
-    """What the worker rebuilds the autotuner from; raises AbductuneError for the kernel or a
-    callable it cannot import. Pruning (`prune_configs_by`) stays in the caller."""
-    target, hops = kernel_target(tuner)
-    user_pre = tuner.pre_hook if tuner.user_defined_pre_hook else None
-    options = {"pre_hook": user_pre, "post_hook": tuner.post_hook, "do_bench": tuner._do_bench,
-               "timer": tuner._timer, "reference": tuner.reference}
-    for what, f in options.items():
-        if f is not None:
-            importable(f, what)
-    for n, f in tuner.implementations.items():
-        importable(f, f"implementation {n!r}")
-    for d, h in tuner._hooks:
-        if h is not None:
-            importable(h, f"pre_hook of config {d}")
-    return {"target": target, "hops": hops, "tuner": {
-        **options, "arg_names": list(tuner.arg_names), "reset_to_zero": list(tuner.reset_to_zero),
-        "restore_value": list(tuner.restore_value), "warmup": tuner.num_warmups, "rep": tuner.num_reps,
-        "use_cuda_graph": tuner.use_cuda_graph, "reference_tol": tuner.reference_tol,
-        "implementations": dict(tuner.implementations), "name": tuner.name}}
-
-
 def encode(name: str, v: Any, memo: dict) -> Any:
     """An argument as the worker receives it; AbductuneError for what cannot be sent. A tensor
     passed twice (the same view) is one tensor in the worker too."""
@@ -138,38 +116,6 @@ def encode(name: str, v: Any, memo: dict) -> Any:
         return memo[key]
     raise AbductuneError(f"isolate=True: argument {name!r} is a {type(v).__name__}, which cannot be sent to the "
                          "measuring worker (it takes tensors, numbers, strings and None); use isolate=False")
-
-
-def trials(tuner: Any, nargs: Mapping[str, Any], kwargs: Mapping[str, Any]) -> Callable[[Config], dict]:
-    """config -> what the worker needs besides it: the config-level pre_hook and the grid,
-    evaluated here as Triton would (arguments with defaults, the config's meta-parameters,
-    then any @triton.heuristics values between the autotuner and the kernel)."""
-    from ..autotune import launch_kwargs
-
-    grid = kwargs.get("grid")
-    call_kw = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
-    params = inspect.signature(tuner.base_fn).parameters.values()
-    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
-    heuristics, f = [], tuner.fn
-    for _ in range(16):
-        if f is None:
-            break
-        if type(f).__name__ == "Heuristics" and isinstance(getattr(f, "values", None), Mapping):
-            heuristics.append(f.values)
-        f = getattr(f, "fn", None)
-
-    def trial(cfg: Config) -> dict:
-        if "impl" in cfg:
-            return {"hook": None, "grid": None}
-        g = grid
-        if callable(grid):
-            meta = {**defaults, **nargs, **call_kw, **launch_kwargs(cfg)}
-            for values in heuristics:
-                for n, h in values.items():
-                    meta[n] = h(meta)
-            g = grid(meta)
-        return {"hook": tuner._config_hook(cfg), "grid": g}
-    return trial
 
 
 class _Lost(Exception):
@@ -189,14 +135,17 @@ class _Lost(Exception):
 
 class IsolatedEvaluator(Evaluator):
     """Times configs of one kernel call in a worker process (see the module docstring).
-    `setup`: what the worker rebuilds (`worker_spec` plus the encoded call); `trial(config)`:
-    the config's hook and grid; `prune`, `warm` and `calls` as in `InProcessEvaluator`."""
+    `entry`: the worker's entry point, `module:function` (it calls `isolated_worker.serve`
+    with what rebuilds the call); `setup`: what that rebuilds the call from (sent once per
+    worker); `trial(config)`: what a request adds to the config; `prune`, `warm` and `calls`
+    as in `InProcessEvaluator`."""
 
     remeasures_impls = True  # an {"impl": name} config re-times like any other (the Session's run-off)
 
     def __init__(self, problem: Problem, space: Space, setup: Mapping[str, Any], trial: Callable[[Config], dict],
-                 *, prune: Callable[[Config], str | None] | None = None, timeout_s: float = 120.0):
+                 *, entry: str, prune: Callable[[Config], str | None] | None = None, timeout_s: float = 120.0):
         self.problem = problem
+        self.entry = entry
         self.space = space
         self.trial = trial
         self.prune = prune
@@ -219,7 +168,8 @@ class IsolatedEvaluator(Evaluator):
     def _start(self) -> None:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self._tail.clear()
-        self._proc = subprocess.Popen([sys.executable, "-c", "from abductune.measure.isolated_worker import serve; serve()"],
+        module, function = self.entry.split(":")
+        self._proc = subprocess.Popen([sys.executable, "-c", f"from {module} import {function}; {function}()"],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       env=env, bufsize=0)
         self._tee = threading.Thread(target=_tee, args=(self._proc.stderr, self._tail), daemon=True,
@@ -374,20 +324,3 @@ def _tee(stream: Any, tail: collections.deque) -> None:
                 sys.stderr.write(text)
             except Exception:  # noqa: BLE001 - the caller closed its stderr
                 pass
-
-
-def evaluator_for(tuner: Any, problem: Problem, args: tuple, kwargs: Mapping[str, Any], nargs: Mapping[str, Any],
-                  prune: Callable[[Config], str | None] | None) -> IsolatedEvaluator:
-    """The isolated evaluator of one call of `tuner` (whose `worker_spec` was checked)."""
-    memo: dict = {}
-    names = list(tuner.arg_names)
-    enc_args = [encode(names[i] if i < len(names) else f"#{i}", a, memo) for i, a in enumerate(args)]
-    enc_kw = {k: encode(k, v, memo) for k, v in kwargs.items() if k not in ("grid", "warmup")}
-    device = None
-    torch = sys.modules.get("torch")
-    if torch is not None and any(isinstance(a, torch.Tensor) and a.is_cuda for a in (*args, *kwargs.values())):
-        device = torch.cuda.current_device()  # the caller's current device, where Triton launches
-    setup = {**worker_spec(tuner), "problem": problem, "args": enc_args, "kwargs": enc_kw,
-             "warmup": kwargs.get("warmup", False), "device": device}
-    return IsolatedEvaluator(problem, tuner.space, setup, trials(tuner, nargs, kwargs), prune=prune,
-                             timeout_s=tuner.isolate_timeout_s)

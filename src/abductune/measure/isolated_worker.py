@@ -1,6 +1,8 @@
 """The worker side of `isolate=True` (measure/isolated.py): the main loop of the measuring
-process and what it rebuilds. It imports torch and triton only when it runs, so the caller
-can import this module for the framing and `TensorCopy`.
+process, the framing, and `TensorCopy`. What rebuilds the caller's call in the worker is
+given to `serve` by the entry point the caller names (the decorator's:
+abductune/autotune/isolated_worker.py), so this layer imports no front door. It imports torch
+and triton only when it runs, so the caller can import this module for the framing.
 """
 from __future__ import annotations
 
@@ -10,8 +12,6 @@ import struct
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
-
-from ..measurement import Measurement, Status
 
 
 def frame(obj: Any) -> bytes:
@@ -45,7 +45,8 @@ class TensorCopy:
             return self.data.to(self.device)
 
 
-def _decode(v: Any, memo: dict) -> Any:
+def decode(v: Any, memo: dict) -> Any:
+    """An argument as the worker uses it (a `TensorCopy` rebuilt once, however often it is passed)."""
     if isinstance(v, TensorCopy):
         if id(v) not in memo:
             memo[id(v)] = v.rebuild()
@@ -53,73 +54,12 @@ def _decode(v: Any, memo: dict) -> Any:
     return v
 
 
-class _Worker:
-    """The caller's call rebuilt in the worker: arguments on their devices, the autotuner's
-    hooks, timer and reference, and `Autotuner._evaluator` measuring as in-process."""
-
-    def __init__(self, setup: Mapping[str, Any]):
-        import importlib
-
-        import torch
-
-        from ..autotune import Autotuner
-
-        class WorkerTuner(Autotuner):
-            """The caller chooses each trial's config hook and grid."""
-
-            hook: Any = None
-            grid: Any = None
-
-            def _config_hook(self, config: Mapping[str, Any]) -> Callable | None:
-                return self.hook
-
-        mod, qual = setup["target"].split(":")
-        fn: Any = importlib.import_module(mod)
-        for part in qual.split("."):
-            fn = getattr(fn, part)
-        for _ in range(setup["hops"]):
-            fn = fn.fn
-        if setup["device"] is not None:
-            torch.cuda.set_device(setup["device"])
-        memo: dict = {}
-        args = tuple(_decode(a, memo) for a in setup["args"])
-        call_kw = {k: _decode(v, memo) for k, v in setup["kwargs"].items()}
-        self.cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in memo.values())
-        self.tuner = tuner = WorkerTuner(fn, configs=None, key=(), store=":memory:", compile="serial",
-                                         **setup["tuner"])
-        nargs = dict(zip(tuner.arg_names, args))
-        full = {**nargs, **call_kw}
-        saved = {n: full[n].clone() for n in tuner.restore_value if full.get(n) is not None}
-        kwargs = {**call_kw, "grid": lambda meta: tuner.grid, "warmup": setup["warmup"]}
-        self.ev = tuner._evaluator(setup["problem"], args, kwargs, nargs, saved)
-
-    def measure(self, msg: Mapping[str, Any]) -> Measurement:
-        self.tuner.hook, self.tuner.grid = msg["hook"], msg["grid"]
-        if msg["op"] == "remeasure":
-            return self.ev.remeasure([msg["config"]])[0]
-        return self.ev.evaluate([msg["config"]])[0]
-
-    def broken(self, m: Measurement) -> bool:
-        """Whether a failed config left the CUDA context unusable (later configs would fail too)."""
-        if m.status is not Status.RUNTIME_ERROR or not self.cuda:
-            return False
-        from .worker import _STICKY
-
-        if any(s.lower() in m.error.lower() for s in _STICKY):
-            return True
-        import torch
-
-        try:
-            torch.cuda.synchronize()
-            return False
-        except Exception:  # noqa: BLE001
-            return True
-
-
-def serve() -> None:
+def serve(build: Callable[[Mapping[str, Any]], Any]) -> None:
     """The worker's main loop: "ready" once torch and triton are imported, the setup, then one
     config per request, one answer each (length-prefixed pickles on stdin/stdout). Anything
-    the kernel or the hooks print goes to stderr, which the caller shows."""
+    the kernel or the hooks print goes to stderr, which the caller shows. `build(setup)`
+    rebuilds the call; it has `measure(request) -> Measurement` and `broken(measurement)`
+    (whether the worker must restart)."""
     import faulthandler
 
     faulthandler.enable()  # a segfault prints the Python stack the caller quotes
@@ -134,7 +74,7 @@ def serve() -> None:
     send({"ready": True})
     inp = sys.stdin.buffer
     try:
-        worker = _Worker(read_frame(inp))
+        worker = build(read_frame(inp))
     except Exception as e:  # noqa: BLE001 - reported to the caller, who raises it
         send({"error": f"{type(e).__name__}: {e}"[:4000]})
         return

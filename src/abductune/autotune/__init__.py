@@ -1,0 +1,67 @@
+"""`@abductune.autotune`: a drop-in for `@triton.autotune`. The two-line change:
+
+    import abductune                                   # was: (nothing)
+    @abductune.autotune(configs=[...], key=["M", "N", "K"])   # was: @triton.autotune(...)
+    @triton.jit
+    def matmul_kernel(...): ...
+
+Same call shape and semantics as `triton.autotune` (configs, key, prune_configs_by,
+reset_to_zero, restore_value, pre_hook, post_hook, config-level pre_hook, do_bench,
+cache_results, warmup/rep); in addition:
+
+- every key is tuned once per *store*, not once per process: a second process (another rank,
+  the next run of the script) reads the winner from the store and measures nothing;
+- `bucket=` maps key values to buckets ("exact", "pow2", ("align", N), a callable), so two
+  sizes in one bucket tune once;
+- `space=` / `strategy=` / `budget=` search around the given configs instead of measuring
+  only the list (with a list only and no budget, the list is measured, as Triton does);
+- `reference=` rejects configs with wrong outputs; `implementations=` lets torch / cuBLAS /
+  another kernel compete per key; `on_miss="predict"` serves a stored neighbour's winner at
+  once and tunes in a background thread; `isolate=True` measures in a restartable worker
+  process, so a config that crashes or hangs is a failed measurement, not a dead caller
+  (measure/isolated.py).
+
+The package, one concept a module (the mechanism reads in autotuner.py, as Triton's in its
+`runtime/autotuner.py`):
+
+- autotuner.py: the `Autotuner` and its call path (hit, miss, store, tune), and `autotune()`;
+- keys.py: key values and buckets, the kernel's source hash, the Problem and store context of
+  a missed key, and the claim that lets one process tune it;
+- configs.py: `triton.Config` <-> space configs, the space grown around a config list;
+- choices.py: what a key launches (`Choice`, `pick`, `stored_winner`) and the predictions a
+  missed key serves or seeds its tune with;
+- evaluation.py: a kernel call as an evaluator (launches, hooks, reference check, timer);
+- compiling.py: whether worker processes can compile the kernel, and their pool;
+- isolation.py, isolated_worker.py: isolate=True, the caller's side and the worker's;
+- record.py: record mode (`abductune sweep --call`);
+- patch.py: `patch_triton`, for third-party `@triton.autotune` kernels.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+# every public name of the single module this package was split from stays importable here
+from .autotuner import Autotuner, autotune
+from .choices import Choice, pick, stored_winner
+from .compiling import CompilePool, compile_plan, compile_server  # noqa: F401
+from .configs import (OPTIONS, config_dict, launch_kwargs, space_from_configs, triton_config,  # noqa: F401
+                      triton_config_json)
+from .evaluation import PRINT_ENV  # noqa: F401
+from .keys import bucket_function, kernel_source_hash, key_value  # noqa: F401
+from .patch import TritonPatch, patch_triton  # noqa: F401
+
+__all__ = ["autotune", "Autotuner", "Choice", "patch_triton", "space_from_configs", "kernel_source_hash",
+           "bucket_function", "compile_plan", "pick", "stored_winner", "triton_config_json"]
+
+
+class _CallableModule(type(sys)):  # type: ignore[misc]
+    """`import abductune.autotune` makes Python bind the *module* to `abductune.autotune`
+    (after the package bound the decorator there); calling the module calls the decorator,
+    so `@abductune.autotune(...)` works whichever import ran first."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return autotune(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

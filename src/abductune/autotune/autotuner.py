@@ -1,0 +1,565 @@
+"""The `Autotuner` that `@abductune.autotune` returns, and `autotune()`, the decorator factory: the
+call path of a drop-in for `@triton.autotune`, readable here as Triton's `runtime/autotuner.py`.
+
+Where things happen: `Autotuner.run` builds the in-memory key and launches (the hit path, one
+dict lookup); `Autotuner._miss` builds the Problem and Context (keys.py), reads the store
+(`_stored_choice`), and otherwise `_tune`s: one `Session` over the call as an evaluator
+(evaluation.py: an `InProcessEvaluator` on the caller's tensors, or with isolate=True a
+measuring worker, isolation.py), so every measurement is stored and the winner is judged in one
+place (session.py). What a key launches is a `Choice` (choices.py); configs and spaces convert
+in configs.py; worker processes fill Triton's cache (compiling.py).
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import AbductuneError
+from ..measurement import Measurement
+from ..problem import Problem
+from ..search import Budget
+from ..search.base import Seed
+from ..session import Session, SessionResult
+from ..space import Config, Space
+from ..store import Context, Store
+from .choices import Choice, observed_prediction, pick, theory_prediction, theory_predictions
+from .compiling import compile_plan, compile_pool, parallel_warm
+from .configs import LAUNCH_KW, OPTIONS, config_dict, fill_options, launch_kwargs, space_from_configs, triton_config
+from .evaluation import call_evaluator, printing
+from .keys import (bucket_function, key_problem, key_value, open_store, python_fn, triton_toolchain, tuning_lock,
+                   why_missed)
+from .record import write_record
+
+log = logging.getLogger(__name__)
+
+# an empty list searches nothing and launches with no meta-parameters: refused when decorating
+_NOTHING_TO_TUNE = ("@abductune.autotune with {what} has nothing to tune: give at least one triton.Config "
+                    "(triton.Config({{}}) launches with Triton's defaults), or space= to search (budget= "
+                    "alone gives no space)")
+
+
+class Autotuner:
+    """The object `@abductune.autotune` returns. Launch it like the kernel: `kernel[grid](...)`.
+
+    Compatible attributes: `fn`, `base_fn`, `arg_names`, `configs`, `keys`, `cache` (key ->
+    Choice), `best_config` (a triton.Config), `configs_timings`, `bench_time`, `nargs`.
+    Added: `stats` (tunes, store hits, predictions, evaluations the budget counted, re-timings
+    on top), `last_result` (the last SessionResult), `wait()` (join background tunes)."""
+
+    def __init__(self, fn: Any, arg_names: Sequence[str], configs: Sequence[Any] | None, key: Sequence[str],
+                 reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
+                 pre_hook: Callable | None = None, post_hook: Callable | None = None,
+                 prune_configs_by: Mapping[str, Any] | None = None, warmup: int | None = None,
+                 rep: int | None = None, use_cuda_graph: bool = False, do_bench: Callable | None = None,
+                 cache_results: bool = False, *, space: Space | None = None, strategy: str = "pattern",
+                 strategy_options: Mapping[str, Any] | None = None, seed: int = 0,
+                 budget: int | Budget | None = None, bucket: Any = None,
+                 reference: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
+                 reference_tol: float | None = None, on_miss: str = "tune", store: Any = None,
+                 implementations: Mapping[str, Callable] | None = None, timer: Callable | None = None,
+                 compile: str = "auto", judge: bool = True, name: str | None = None,
+                 kernel_class: str | None = None, wait_timeout_s: float = 3600.0, isolate: bool = False,
+                 isolate_timeout_s: float = 120.0, database: Any = None, record: Any = None):
+        import triton
+
+        self.fn = fn
+        self.base_fn = python_fn(fn, any_wrapper=True)
+        if self.base_fn is None:
+            raise AbductuneError(f"@abductune.autotune decorates a @triton.jit function, got {fn!r}")
+        self.arg_names = list(arg_names)
+        if configs is not None and not list(configs) and space is None:
+            raise AbductuneError(_NOTHING_TO_TUNE.format(what="configs=[]"))
+        self.configs = list(configs) if configs else ([] if space is not None else [triton.Config({})])
+        self.keys = list(key or ())
+        self.reset_to_zero = list(reset_to_zero or ())
+        self.restore_value = list(restore_value or ())
+        # like Triton >= 3.9: a misspelt name would silently never re-tune; say so now
+        for what, names in (("key", self.keys), ("reset_to_zero", self.reset_to_zero),
+                            ("restore_value", self.restore_value)):
+            unknown = [n for n in names if n not in self.arg_names]
+            if unknown:
+                raise AbductuneError(f"{what} names {', '.join(unknown)}, which are not arguments of "
+                                     f"{self.base_fn.__name__}; its arguments are {', '.join(self.arg_names)}")
+        if on_miss not in ("tune", "predict"):
+            raise AbductuneError(f"on_miss={on_miss!r}: use 'tune' (block and tune) or 'predict' (serve a "
+                                 "prediction at once and tune in the background)")
+        if compile not in ("auto", "serial", "parallel"):
+            raise AbductuneError(f"compile={compile!r}: use 'auto', 'parallel' or 'serial'")
+        if not isinstance(isolate, bool):
+            raise AbductuneError(f"isolate={isolate!r}: use True (measure in a worker process) or False")
+        if isinstance(isolate_timeout_s, bool) or not isinstance(isolate_timeout_s, (int, float)) \
+                or not isolate_timeout_s > 0:
+            raise AbductuneError(f"isolate_timeout_s={isolate_timeout_s!r}: seconds per config, a number > 0")
+        self.name = name or self.base_fn.__name__
+        self.kernel_class = kernel_class
+        self.on_miss = on_miss
+        self.strategy = strategy
+        self.strategy_options = dict(strategy_options or {})
+        self.seed = seed
+        self._tk: str | None = None
+        self._tune_key()  # an unknown strategy or option fails here, not at the first launch
+        self.budget = budget if budget is None or isinstance(budget, Budget) else Budget(budget)
+        self.reference = reference
+        self.reference_tol = reference_tol
+        self.store_spec = store
+        self.cache_results = cache_results  # accepted for Triton compatibility: the store always persists
+        self.implementations = dict(implementations or {})
+        self.compile = compile
+        self.judge = judge
+        self.wait_timeout_s = wait_timeout_s
+        self.isolate = isolate
+        self.isolate_timeout_s = float(isolate_timeout_s)
+        self.database = database  # observed-heuristics database: a path, a Database, None (packaged)
+        if database is not None:
+            from ..heuristics.observed import load_database
+
+            self.database = load_database(database)  # a bad path fails here, not at the first miss
+        self._isolatable = False  # checked at the first key that must be tuned
+
+        # hooks: Triton's semantics (a user hook replaces the default one)
+        self.user_defined_pre_hook = pre_hook is not None
+        self.user_defined_post_hook = post_hook is not None
+        self.pre_hook = pre_hook or self._default_pre_hook
+        self.post_hook = post_hook
+        self.perf_model = self.early_config_prune = None
+        self.configs_top_k: float | int = 1.0
+        if prune_configs_by:
+            self.perf_model = prune_configs_by.get("perf_model")
+            self.configs_top_k = prune_configs_by.get("top_k", 1.0)
+            self.early_config_prune = prune_configs_by.get("early_config_prune")
+
+        # timing: an injected timer(config, launch), else do_bench (Triton's, or warmup/rep's)
+        self._timer = timer
+        self._do_bench = do_bench
+        self.num_warmups, self.num_reps, self.use_cuda_graph = warmup, rep, use_cuda_graph
+        if warmup is not None or rep is not None or use_cuda_graph:
+            import warnings
+
+            warnings.warn("warmup, rep and use_cuda_graph are deprecated in triton.autotune; pass do_bench",
+                          DeprecationWarning, stacklevel=3)
+
+        # the space: given, or grown around the list (whose configs are the seeds)
+        self.space = space if space is not None else space_from_configs(self.configs, self.name)
+        self._grown = space is None
+        self._list = [self._as_space_config(c) for c in self.configs]
+        # record mode (`abductune sweep --call`): a key that must be tuned measures the whole
+        # space instead (or a fixed sample past 1,000 valid configs, with the list in it) and
+        # writes it as a dataset under `record`/<kernel>/, as `abductune sweep` does for a spec
+        self.record = Path(record) if record else None
+        self.recorded: list[Path] = []  # datasets written in record mode
+        self._record_sample: dict[str, Any] | None = None
+        if self.record is not None:
+            from ..sweep import sample_configs
+
+            todo, self._record_sample = sample_configs(self.space, self._list)
+            self.strategy, self.strategy_options = "fixed", {"configs": todo}
+            self.budget, self.on_miss, self._tk = Budget(len(todo)), "tune", None
+            self._tune_key()
+        self._hooks = [(d, getattr(c, "pre_hook", None)) for d, c in zip(self._list, self.configs)]
+        for d in self._list:
+            clash = set(d) & set(LAUNCH_KW)
+            if clash:
+                raise AbductuneError(f"config {d} sets {', '.join(clash)}, which the launch itself passes")
+        bad = [n for n in (bucket if isinstance(bucket, Mapping) else {}) if n not in self.keys]
+        if bad:
+            raise AbductuneError(f"bucket names {', '.join(bad)}, which are not in key={self.keys}")
+        self._key_spec = [(self.arg_names.index(n), n,
+                           bucket_function(bucket.get(n) if isinstance(bucket, Mapping) else bucket, n))
+                          for n in self.keys]
+        # one config, no search, no alternatives: Triton launches it without tuning; so do we
+        self._single: Choice | None = None
+        if len(self._list) == 1 and self._grown and not self.implementations and self.budget is None:
+            self._single = self._choice(self._list[0], "single")
+
+        self.cache: dict[tuple, Choice] = {}
+        self.best_config: Any = None
+        self.configs_timings: dict[Any, Any] = {}
+        self.bench_time = 0.0
+        self.nargs: dict[str, Any] | None = None
+        # evaluations: what the budget counted (as in `abductune tune`); retimed: the final
+        # run-off and the competing implementations, timed on top of it
+        self.stats = {"tunes": 0, "store_hits": 0, "predicted": 0, "evaluations": 0, "retimed": 0,
+                      "waited_s": 0.0}
+        self.last_result: SessionResult | None = None
+        self._lock = threading.RLock()
+        self._threads: list[threading.Thread] = []
+        self._source_hash: str | None = None
+        self._plan: tuple[str, str] | None = None
+
+    # -- launching: the hit path is the key, one dict lookup and the launch
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        return lambda *args, **kwargs: self.run(*args, grid=grid, warmup=False, **kwargs)
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        choice = self._single
+        if choice is None:
+            key = self._key(args, kwargs)
+            choice = self.cache.get(key)
+            if choice is None:
+                choice = self._miss(key, args, kwargs)
+        self.best_config = choice.triton_config
+        if choice.pre_hook is not None:
+            choice.pre_hook({**dict(zip(self.arg_names, args)), **kwargs, **choice.kwargs})
+        if choice.impl is not None:
+            return choice.impl(*args, **{k: v for k, v in kwargs.items() if k not in LAUNCH_KW})
+        return self.fn.run(*args, **kwargs, **choice.kwargs)
+
+    def _key(self, args: tuple, kwargs: dict) -> tuple:
+        """Triton's key (the key arguments, then the dtype of every argument that has one),
+        with each key value in its bucket."""
+        n = len(args)
+        key = []
+        for i, name, b in self._key_spec:
+            v = args[i] if i < n else kwargs.get(name)
+            v = v if b is None else b(v)
+            key.append(v if type(v) is int else key_value(v, name))  # a tensor: (shape, dtype)
+        for a in args:
+            if hasattr(a, "dtype"):
+                key.append(a.dtype)
+        if len(kwargs) > 2:  # more than grid and warmup: arguments passed by name
+            for k, a in kwargs.items():
+                if hasattr(a, "dtype"):
+                    key.append((k, a.dtype))
+        return tuple(key)
+
+    def warmup(self, *args: Any, **kwargs: Any) -> list[Any]:
+        """Compile every config of the (pruned) list, as Triton's `Autotuner.warmup`."""
+        self.nargs = dict(zip(self.arg_names, args))
+        out = [self.fn.warmup(*args, **kwargs, **launch_kwargs(c)) for c in self.prune_configs(kwargs)]
+        self.nargs = None
+        return out
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Join the background tunes started by on_miss="predict"."""
+        for t in list(self._threads):
+            t.join(timeout)
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+    # -- hooks (Triton's defaults; restore_value is saved once per tune instead of per trial)
+    def _default_pre_hook(self, nargs: dict[str, Any], reset_only: bool = False) -> None:
+        for n in self.reset_to_zero:
+            if nargs.get(n) is not None:
+                nargs[n].zero_()
+
+    def _post(self, nargs: dict[str, Any], exception: BaseException | None, saved: Mapping[str, Any]) -> None:
+        if self.post_hook is not None:
+            self.post_hook(nargs, exception=exception)
+        else:
+            for n, v in saved.items():
+                nargs[n].copy_(v)
+
+    # -- pruning: Triton's prune_configs over the list
+    def prune_configs(self, kwargs: Mapping[str, Any], nargs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        """The list after `early_config_prune` and `perf_model`/`top_k`, as space configs."""
+        nargs = dict(self.nargs or {}) if nargs is None else dict(nargs)
+        pruned = list(self.configs)
+        if self.early_config_prune and pruned:
+            pruned = list(self.early_config_prune(pruned, nargs, **kwargs))
+            if not pruned:
+                raise AbductuneError("early_config_prune returned no config; it must keep at least one")
+        if self.perf_model:
+            top_k = self.configs_top_k
+            if isinstance(top_k, float) and top_k <= 1.0:
+                top_k = max(1, int(len(pruned) * top_k))
+            elif isinstance(top_k, bool) or not isinstance(top_k, int):
+                raise AbductuneError(f"prune_configs_by top_k must be a float <= 1.0 or an int, got {top_k!r}")
+            if len(pruned) > top_k:
+                est = [self.perf_model(**nargs, **kwargs, **launch_kwargs(config_dict(c))) for c in pruned]
+                order = sorted(range(len(pruned)), key=lambda i: est[i])
+                pruned = [pruned[i] for i in order[:top_k]]
+        return [self._as_space_config(c) for c in pruned]
+
+    def _as_space_config(self, cfg: Any) -> dict[str, Any]:
+        """A list config as a config of the space (with space=, every kwarg it sets must be a
+        parameter; options left at Triton's defaults may be left out of the space)."""
+        d = config_dict(cfg)
+        if self._grown:
+            return fill_options(self.space, d)
+        extra = [k for k, v in d.items() if k not in self.space.names and not (k in OPTIONS and v == OPTIONS[k])]
+        if extra:
+            raise AbductuneError(f"config {d} sets {', '.join(extra)}, which space= has no parameter for; add "
+                                 "them to the space (a one-value Choice fixes a value) or leave them out")
+        return {n: d[n] if n in d else self.space[n].default_value for n in self.space.names}
+
+    def _choice(self, config: Mapping[str, Any], source: str, time_ms: float | None = None) -> Choice:
+        config = dict(config)
+        if "impl" in config:
+            impl = self.implementations.get(config["impl"])
+            if impl is None:
+                raise AbductuneError(f"the store chose implementation {config['impl']!r}, which this "
+                                     f"autotuner does not offer (implementations: {list(self.implementations)})")
+            return Choice(config, {}, None, impl, source, time_ms, None)
+        hook = self._config_hook(config)
+        return Choice(config, launch_kwargs(config), hook, None, source, time_ms, triton_config(config, hook))
+
+    def _config_hook(self, config: Mapping[str, Any]) -> Callable | None:
+        """A list config's own pre_hook; a config the search found takes its nearest list
+        config's (hooks such as `init_to_zero` are usually the same for the whole list)."""
+        hooks = [(d, h) for d, h in self._hooks if self.space.is_valid(d)]
+        if not hooks:
+            return None
+        for d, h in hooks:
+            if d == dict(config):
+                return h
+        return min(hooks, key=lambda dh: self.space.distance(dh[0], config))[1]
+
+    # -- a missed key
+    def _miss(self, key: tuple, args: tuple, kwargs: dict) -> Choice:
+        with self._lock:
+            got = self.cache.get(key)
+            if got is not None:
+                return got
+            t0 = time.perf_counter()
+            nargs = dict(zip(self.arg_names, args))
+            clash = set(kwargs) & set(self.space.names)
+            if clash:
+                raise AbductuneError(f"conflicting meta-parameters: {', '.join(sorted(clash))} are passed to "
+                                     f"{self.name} and tuned; do not pass tuned parameters yourself")
+            seeds = self.prune_configs(kwargs, nargs)
+            if len(seeds) == 1 and self._grown and not self.implementations and self.budget is None:
+                choice = self._choice(seeds[0], "single")  # Triton: one config left, nothing to time
+                self.cache[key] = choice
+                return choice
+            problem = key_problem(self, nargs, kwargs)
+            store = open_store(self.store_spec)
+            ctx = Context.of(problem, self.space, triton_toolchain())
+            budget = self._budget(len(seeds))
+            choice, why = self._stored_choice(store, ctx, budget)
+            if choice is not None:
+                self.stats["store_hits"] += 1
+                self._report(key, choice, time.perf_counter() - t0, "from the store, 0 evaluations")
+                self.cache[key] = choice
+                return choice
+            log.info("%s: key %s missed: %s", self.name, key, why)
+            if self.isolate and not self._isolatable:  # in the caller, before any (background) tune
+                from .isolation import worker_spec
+
+                worker_spec(self)
+                self._isolatable = True
+            if self.on_miss == "predict":
+                choice = self._predict(store, ctx, seeds, problem)
+                self.stats["predicted"] += 1
+                self.cache[key] = choice
+                clones = tuple(_clone(a) for a in args)
+                ckw = {k: _clone(v) for k, v in kwargs.items()}
+                t = threading.Thread(target=self._tune_in_background, name=f"abductune-{self.name}",
+                                     args=(key, clones, ckw, problem, ctx, seeds, budget), daemon=True)
+                self._threads.append(t)
+                t.start()
+                return choice
+            choice = self._tune(key, args, kwargs, problem, ctx, seeds, budget)
+            if choice.source != "failed":
+                self.cache[key] = choice
+            return choice
+
+    def _budget(self, n_seeds: int) -> Budget:
+        if self.budget is not None:
+            return self.budget
+        # a list only: measure the list, as triton.autotune does (the same cold cost)
+        return Budget(n_seeds if self._grown else max(32, n_seeds))
+
+    def _tune_key(self) -> str:
+        """The Session's identity of this tune (strategy, seed, options), computed once."""
+        if self._tk is None:
+            from ..search import make_strategy
+            from ..session import tune_key
+
+            self._tk = tune_key(make_strategy(self.strategy, seed=self.seed, **self.strategy_options),
+                                self.strategy_options)
+        return self._tk
+
+    def _stored_choice(self, store: Store, ctx: Context, budget: Budget) -> tuple[Choice | None, str]:
+        """A finished tune of this context (same strategy and options, budget at least ours) or
+        an imported winner: read it, measure nothing. Else None and why the key missed."""
+        runs = [r for r in store.runs(ctx) if r.status == "done" and r.winner_id is not None]
+        tk = self._tune_key()
+
+        def enough(r: Any) -> bool:
+            b = (r.options.get("budget") or [None])[0]
+            return b is None or (budget.evaluations is not None and b >= budget.evaluations)
+        mine = [r for r in runs if r.tune_key == tk and enough(r)]
+        src = mine[-1] if mine else next((r for r in reversed(runs) if r.strategy == "import"), None)
+        if src is None:
+            return None, why_missed(store, ctx, runs)
+        [winner] = store.by_id([src.winner_id]) or [None]
+        if winner is None:
+            return None, f"run {src.id} names winner {src.winner_id}, which is not in the store"
+        rows = store.measurements(ctx)
+        if any(not any(m.config == {"impl": n} for m in rows) for n in self.implementations):
+            return None, "an implementation offered now was never timed for this key"
+        return self._decide(winner, rows, "store"), ""
+
+    def _decide(self, winner: Measurement | None, rows: Sequence[Measurement], source: str) -> Choice:
+        """The Triton winner, unless an offered implementation is faster (see `pick`)."""
+        cfg, t = pick(winner, rows, self.implementations)
+        if cfg is None:
+            raise AbductuneError(f"{self.name}: no config ran (see the log for each config's error)")
+        return self._choice(cfg, source, t if math.isfinite(t) else None)
+
+    def _predict(self, store: Store, ctx: Context, seeds: Sequence[Config], problem: Problem | None = None) -> Choice:
+        """What a missed key launches while it is tuned: the store's best config for the
+        nearest shape of this kernel (same space, device, toolchain, dtypes, bucket group),
+        else the theory store's zero-shot prediction for the kernel's class and regime, else
+        the observed database's config (harvested bests, imported vLLM tables), else the
+        first config of the list."""
+        near = store.best_nearby(ctx)
+        if near is not None and self.space.is_valid(near.config):
+            log.info("%s: serving %s from the nearest stored shape %s while tuning", self.name, near.config,
+                     near.context.dims)
+            return self._choice(near.config, "predicted")
+        pred = theory_prediction(problem, self.space) if problem is not None else None
+        if pred is not None:
+            log.info("%s: serving the theory prediction %s while tuning (%s)", self.name, pred.config,
+                     pred.describe())
+            return self._choice(dict(pred.config), "predicted")
+        seen = observed_prediction(problem, self.space, self.database) if problem is not None else None
+        if seen is not None:
+            log.info("%s: serving the observed database's config %s while tuning (%s)", self.name, seen.config,
+                     seen.describe())
+            return self._choice(dict(seen.config), "predicted")
+        first = seeds[0] if seeds else self.space.default()
+        return self._choice(first, "predicted")
+
+    def _tune_in_background(self, key: tuple, args: tuple, kwargs: dict, *rest: Any) -> None:
+        try:
+            choice = self._tune(key, args, kwargs, *rest)
+            if choice.source != "failed":
+                self.cache[key] = choice  # swap the winner in
+        except Exception:  # noqa: BLE001 - a background tune must not kill the program
+            log.exception("%s: background tune of key %s failed; keeping the prediction", self.name, key)
+
+    # -- tuning: one Session on the caller's arguments
+    def _tune(self, key: tuple, args: tuple, kwargs: dict, problem: Problem, ctx: Context,
+              seeds: Sequence[Config], budget: Budget) -> Choice:
+        t0 = time.perf_counter()
+        store = open_store(self.store_spec)
+        with tuning_lock(self, store, ctx):
+            choice, _ = self._stored_choice(store, ctx, budget)  # another process may have finished it
+            if choice is not None:
+                self.stats["store_hits"] += 1
+                self._report(key, choice, time.perf_counter() - t0, "tuned by another process, 0 evaluations")
+                return choice
+            nargs = dict(zip(self.arg_names, args))
+            full = {**nargs, **kwargs}
+            saved = {n: full[n].clone() for n in self.restore_value if full.get(n) is not None}
+            ev = None
+            try:
+                ev = call_evaluator(self, problem, args, kwargs, nargs, saved)
+                plan = self._compile_plan()
+                if plan[0] == "parallel":
+                    compile_pool()  # workers start now; configs go to them once they are ready
+                    ev.warm = parallel_warm(plan[1], args, kwargs)
+                baselines = {"configs": list(seeds)} if seeds and (budget.evaluations is None or
+                                                                   budget.evaluations >= len(seeds)) else {}
+                seed_list = [Seed(s, "configs") for s in seeds]
+                if (budget.evaluations is None or budget.evaluations > len(seeds)) and self.record is None:
+                    # room beyond the user's list: the theory store's predictions are the first
+                    # bets (the best rule's, then the runner-up's), then the observed database's
+                    bets = [Seed(dict(p.config), f"theory:{p.rule.regime}" + (":runner-up" if i else ""))
+                            for i, p in enumerate(theory_predictions(problem, self.space))]
+                    seen = observed_prediction(problem, self.space, self.database)
+                    if seen is not None:
+                        bets.append(Seed(dict(seen.config), f"observed:{seen.level}"))
+                    given = [dict(s) for s in seeds]
+                    fresh = []
+                    for b in bets:
+                        if b.config not in given and b.config not in [f.config for f in fresh]:
+                            fresh.append(b)
+                    seed_list = fresh + seed_list
+                with Session(ev, strategy=self.strategy, seed=self.seed, options=self.strategy_options,
+                             budget=budget, seeds=seed_list, store=store,
+                             toolchain=ctx.toolchain, batch_size=max(8, len(seeds)), judge=self.judge,
+                             wait_timeout_s=self.wait_timeout_s) as session:
+                    # the implementations are timed as baselines and join the final run-off
+                    result = session.run(baselines=baselines, impls=list(self.implementations))
+            finally:
+                if ev is not None:
+                    ev.close()  # an isolated evaluator's worker ends here
+                # Triton resets reset_to_zero after tuning; restore_value is restored as well
+                self.pre_hook({**full}, reset_only=True)
+                for n, v in saved.items():
+                    full[n].copy_(v)
+        self.last_result = result
+        if self.record is not None:
+            write_record(self, problem, result)
+        self.stats["tunes"] += 1
+        self.stats["evaluations"] += result.evaluations
+        self.stats["retimed"] += len(result.runoff)
+        self.bench_time = time.perf_counter() - t0
+        self.configs_timings = {triton_config(m.config): list(m.samples_ms) or [m.objective]
+                                for m in result.history if "impl" not in m.config}
+        rows = store.measurements(ctx)
+        try:
+            choice = self._decide(result.winner, rows, "tuned")
+        except AbductuneError:
+            errors = sorted({m.error.splitlines()[0] for m in rows if not m.ok and m.error})[:3]
+            log.error("%s: no config of key %s ran: %s", self.name, key, "; ".join(errors))
+            return self._choice(seeds[0] if seeds else self.space.default(), "failed")
+        log.info("%s: tuned key %s in %.2fs: %d evaluations (%d seeds from the config list, strategy %s, "
+                 "%d spent before), %s at %.4g ms", self.name, key, self.bench_time, result.evaluations,
+                 len(seeds), result.strategy, result.spent_before, choice.name, choice.time_ms or math.nan)
+        self._report(key, choice, self.bench_time, f"{ev.calls} evaluations")
+        return choice
+
+    def _compile_plan(self) -> tuple[str, str]:
+        if self._plan is None:
+            self._plan = compile_plan(self, self.compile)
+            if self._plan[0] == "serial" and self.compile != "serial":
+                log.warning("%s: compiling configs one by one in this process: %s", self.name, self._plan[1])
+        return self._plan
+
+    def _report(self, key: tuple, choice: Choice, seconds: float, how: str) -> None:
+        if printing():
+            print(f"abductune autotuning for function {self.name},\nwith key as {key},\n"
+                  f"finished after {seconds:.2f}s ({how}),\nbest config selected: {choice.name};")
+
+
+def _clone(v: Any) -> Any:
+    """A copy of a tensor argument for a background tune (the caller may reuse or free its own)."""
+    return v.clone() if hasattr(v, "clone") and hasattr(v, "data_ptr") else v
+
+
+def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prune_configs_by: Mapping[str, Any] | None = None,
+             reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
+             pre_hook: Callable | None = None, post_hook: Callable | None = None, warmup: int | None = None,
+             rep: int | None = None, use_cuda_graph: bool = False, do_bench: Callable | None = None,
+             cache_results: bool = False, **options: Any) -> Callable[[Any], Autotuner]:
+    """Decorator for a `@triton.jit` function, with `triton.autotune`'s arguments and meaning.
+
+    abductune's own keyword options: `space` (a Space to search; the configs become seeds),
+    `strategy` ("pattern"; any registered name), `strategy_options`, `seed`, `budget` (int
+    evaluations or a Budget; default: the list's length with a list only, else 32), `bucket`
+    (per key argument: "exact", "pow2", ("align", N) or a callable; a dict name -> bucket, or
+    one for all), `reference` (args dict -> {output name: expected}; a config whose outputs
+    differ is `wrong_result` and never wins), `reference_tol`, `on_miss` ("tune" or "predict"),
+    `store` (a path or a Store; default $ABDUCTUNE_STORE or the user cache dir),
+    `implementations` ({name: callable(*args, **kwargs)} competing with the kernel), `timer`
+    (config, launch -> ms; for tests), `compile` ("auto", "parallel", "serial"), `judge`
+    (re-time close contenders, default True), `name`, `kernel_class`, `wait_timeout_s`,
+    `isolate` (measure in a worker process that a crashing config may kill; the kernel and
+    every callable option must be importable module-level names), `isolate_timeout_s`
+    (seconds a config may take there before it counts as a timeout; default 120), `database`
+    (observed-heuristics database path or Database; default the packaged one), `record` (a
+    folder: a key that must be tuned measures the whole space grown around the list instead, or
+    a fixed sample of it past 1,000 valid configs, and writes it there as a dataset; what
+    `abductune sweep --call` sets through `patch_triton`).
+    """
+    if isinstance(configs, (list, tuple, type(None))) and not configs and options.get("space") is None:
+        raise AbductuneError(_NOTHING_TO_TUNE.format(what="no configs" if configs is None else "configs=[]"))
+
+    def decorator(fn: Any) -> Autotuner:
+        arg_names = getattr(fn, "arg_names", None)
+        if arg_names is None:
+            base = python_fn(fn, any_wrapper=True)
+            if base is None:
+                raise AbductuneError(f"@abductune.autotune decorates a @triton.jit function, got {fn!r}")
+            arg_names = list(inspect.signature(base).parameters)
+        return Autotuner(fn, arg_names, configs, key, reset_to_zero, restore_value, pre_hook=pre_hook,
+                         post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
+                         use_cuda_graph=use_cuda_graph, do_bench=do_bench, cache_results=cache_results, **options)
+    return decorator

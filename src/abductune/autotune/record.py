@@ -1,0 +1,40 @@
+"""Record mode (`abductune sweep --call`, through `patch_triton(record=...)`): a key that had to be
+tuned is written as a dataset, every config measured once, beside the kernel's own list."""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+from ..problem import Problem
+
+log = logging.getLogger(__name__)
+
+
+def write_record(tuner: Any, problem: Problem, result: Any) -> Path:
+    """The recorded key as a dataset (`abductune sweep --call`): every config measured,
+    once each, with the kernel's own list, where it came from and the sample, if any."""
+    from ..datasets.bundled import shape_name
+    from ..datasets.format import Dataset, write_dataset
+    from ..hardware import toolchain
+
+    seen: dict[tuple, Any] = {}
+    for m in result.history:
+        if "impl" not in m.config and tuner.space.is_valid(m.config):
+            seen.setdefault(tuner.space.key(m.config), m)
+    origin = f"{getattr(tuner.base_fn, '__module__', '?')}.{tuner.base_fn.__qualname__} (through patch_triton)"
+    meta: dict[str, Any] = {"fixed_configs": tuner._list, "default_config": tuner._list[0] if tuner._list else
+                            tuner.space.default(), "origin": origin}
+    if tuner._record_sample:
+        meta["sample"] = tuner._record_sample
+    ds = Dataset(problem, tuner.space.to_dict(), list(seen.values()), toolchain(),
+                 restricted_to_records=tuner._record_sample is not None,
+                 source=f"abductune sweep --call ({tuner.name})", meta=meta)
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", tuner.name)
+    path = tuner.record / safe / f"{shape_name(problem.dims) or 'all'}.jsonl.gz"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_dataset(ds, path)
+    tuner.recorded.append(path)
+    log.info("%s: recorded %d configs to %s", tuner.name, len(seen), path)
+    return path
