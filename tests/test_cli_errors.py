@@ -656,11 +656,11 @@ def test_learn_shows_progress_on_stderr(tmp_path: Path, monkeypatch):
 
     from rich.console import Console
 
-    import abductune.cli as cli
+    from abductune.cli import output
 
     buf = io.StringIO()
-    monkeypatch.setattr(cli, "err_console", Console(file=buf, force_terminal=True, width=120))
-    monkeypatch.setattr(cli, "_quiet_bar", lambda: False)
+    monkeypatch.setattr(output, "err_console", Console(file=buf, force_terminal=True, width=120))
+    monkeypatch.setattr(output, "quiet_bar", lambda: False)
     gelu = [str(p) for p in bundled_datasets(kernel="gelu_mul_fp16")]
     code, out, err, exc = run_cli(["learn", *gelu, "--out", "t.json"], tmp_path)
     assert code == 0, (err, exc)

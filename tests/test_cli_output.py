@@ -112,7 +112,7 @@ def outcomes():
 
 @pytest.mark.parametrize("mode", ["replay", "live"])
 def test_tune_table_fits_80_columns_without_cutting_a_cell(outcomes, mode):
-    from abductune.cli import tune_table
+    from abductune.cli.tune import tune_table
 
     buf = io.StringIO()
     Console(file=buf, width=80).print(tune_table(outcomes, mode, 80))
@@ -131,7 +131,7 @@ def test_tune_table_fits_80_columns_without_cutting_a_cell(outcomes, mode):
 
 
 def test_tune_table_keeps_the_wide_layout_where_it_fits(outcomes):
-    from abductune.cli import tune_table
+    from abductune.cli.tune import tune_table
 
     buf = io.StringIO()
     Console(file=buf, width=180).print(tune_table(outcomes, "replay", 180))
@@ -201,7 +201,7 @@ def test_predict_prints_the_served_config_and_the_repair_that_changed_it():
     from abductune import kernels
     from abductune.hardware import lookup
     from abductune.theory.store import predict
-    from abductune.theory_cli import explain_prediction
+    from abductune.cli.theory import explain_prediction
 
     spec = kernels.get("matmul_fp16")
     p = predict(spec.problem({"M": 16, "N": 4096, "K": 4096}, lookup("H100-SXM")), spec.space())
@@ -249,7 +249,7 @@ def test_explain_prints_configs_rounded_numbers_and_why_an_expected_loss_was_tes
 
 
 def test_explain_lines_format_each_kind_of_value():
-    from abductune.theory_cli import event_lines
+    from abductune.cli.theory import event_lines
 
     cfg = {"BLOCK": 1024, "num_warps": 4}
     lines = event_lines([

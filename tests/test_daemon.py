@@ -256,7 +256,7 @@ def test_a_cancel_inside_an_import_is_noticed(tmp_path, monkeypatch):
 def test_between_commands_the_worker_frees_its_problem(monkeypatch):
     """release_shared asks a live shared worker to drop the problem's buffers and forgets
     the setup it would replay after a restart; a dead or absent worker is left alone."""
-    from abductune.measure import live
+    from abductune.measure import shared
 
     class Proc:
         def __init__(self, alive):
@@ -272,15 +272,15 @@ def test_between_commands_the_worker_frees_its_problem(monkeypatch):
         def request(self, msg, timeout):
             self.sent.append(msg["op"])
 
-    monkeypatch.setattr(live, "_SHARED", {})
-    live.release_shared()  # nothing started: nothing to do
+    monkeypatch.setattr(shared, "_SHARED", {})
+    shared.release_shared()  # nothing started: nothing to do
     w = Stub(True)
-    monkeypatch.setattr(live, "_SHARED", {"worker": w})
-    live.release_shared()
+    monkeypatch.setattr(shared, "_SHARED", {"worker": w})
+    shared.release_shared()
     assert w.sent == ["release"] and w._setup_msg is None
     dead = Stub(False)
-    monkeypatch.setattr(live, "_SHARED", {"worker": dead})
-    live.release_shared()
+    monkeypatch.setattr(shared, "_SHARED", {"worker": dead})
+    shared.release_shared()
     assert dead.sent == [] and dead._setup_msg == {"op": "setup"}
 
 
@@ -354,35 +354,38 @@ def test_a_long_log_is_trimmed_when_a_daemon_starts(tmp_path):
 
 
 def test_the_daemon_tip_only_after_a_short_local_live_command(monkeypatch):
-    from abductune import cli
+    from abductune.cli import output
+    from abductune.cli.daemon import daemon_tip
 
     monkeypatch.delenv("ABDUCTUNE_DAEMON", raising=False)
-    assert "abductune daemon start" in cli.daemon_tip("live", 1)
-    assert cli.daemon_tip("replay", 1) is None  # nothing to start without a GPU
-    assert cli.daemon_tip("live", 27) is None  # the main job: the start is a small part of it
-    monkeypatch.setattr(server, "SERVING", True)
-    assert cli.daemon_tip("live", 1) is None  # already in a daemon
-    monkeypatch.setattr(server, "SERVING", False)
+    assert "abductune daemon start" in daemon_tip("live", 1)
+    assert daemon_tip("replay", 1) is None  # nothing to start without a GPU
+    assert daemon_tip("live", 27) is None  # the main job: the start is a small part of it
+    monkeypatch.setattr(output, "served", True)
+    assert daemon_tip("live", 1) is None  # already in a daemon
+    monkeypatch.setattr(output, "served", False)
     monkeypatch.setenv("ABDUCTUNE_DAEMON", "0")
-    assert cli.daemon_tip("live", 1) is None  # the user has chosen
+    assert daemon_tip("live", 1) is None  # the user has chosen
 
 
 def test_a_served_command_runs_with_serving_set(rt):
-    """The command line sees SERVING while a client's command runs in the daemon's process."""
+    """The command line sees `output.served` while a client's command runs in the daemon's
+    process, printing through consoles of the client's width; its own consoles come back after."""
     seen = []
-    from abductune import cli
+    from abductune.cli import group, output
 
     def fake_main(args, prog_name, standalone_mode):
-        seen.append(server.SERVING)
+        seen.append((output.served, output.console.width, output.err_console.width))
         return None
 
     import logging
 
-    saved = cli.main.main, cli.console, cli.err_console, list(logging.getLogger().handlers)
+    saved = output.console, output.err_console, list(logging.getLogger().handlers)
+    group.main.main = fake_main  # the group's own method again once this instance attribute goes
     try:
-        cli.main.main = fake_main
-        assert server._run_cli(["tune"], {}) == 0
-    finally:  # _run_cli points the consoles at the request's streams
-        cli.main.main, cli.console, cli.err_console = saved[:3]
-        logging.getLogger().handlers[:] = saved[3]
-    assert seen == [True] and server.SERVING is False
+        assert server._run_cli(["tune"], {"tty_out": True, "columns": 97}) == 0
+    finally:  # _run_cli takes the daemon's log handler off the root logger
+        del group.main.main
+        logging.getLogger().handlers[:] = saved[2]
+    assert seen == [(True, 97, 97)] and output.served is False
+    assert (output.console, output.err_console) == saved[:2]

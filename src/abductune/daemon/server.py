@@ -26,7 +26,8 @@ def _warm() -> dict[str, Any]:
     t0 = time.perf_counter()
     import importlib
 
-    from .. import cli, kernels, session, tune  # noqa: F401 - imported once, here
+    from .. import kernels, session, tune  # noqa: F401 - imported once, here
+    from ..cli import inprocess  # noqa: F401 - the command line, every command family
     from ..theory import store as _theory_store  # noqa: F401
 
     # a cancel that lands inside an import leaves a module half-initialised; import the heavy
@@ -252,30 +253,16 @@ def run_request(conn: socket.socket, req: dict[str, Any],
 
 
 def _run_cli(argv: list[str], req: dict[str, Any]) -> int:
-    """The command as the `abductune` entry point would run it, on this request's streams."""
-    from rich.console import Console
-
-    from .. import cli
+    """The command as the `abductune` entry point would run it, on this request's streams
+    (`run_request` points sys.stdout and sys.stderr at them), printed as on the client's
+    terminal."""
+    from ..cli.inprocess import run_command
 
     root = logging.getLogger()
     for h in list(root.handlers):  # `main` installs one on the current stderr
         root.removeHandler(h)
-    cols = req.get("columns")
-    cli.console = Console(stderr=False, width=cols if req.get("tty_out") and cols else 180,
-                          force_terminal=bool(req.get("tty_out")))
-    cli.err_console = Console(stderr=True, width=cols or 120, force_terminal=bool(req.get("tty_err")))
-    global SERVING
-    SERVING = True
-    try:
-        cli.main.main(args=argv, prog_name="abductune", standalone_mode=True)
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    finally:
-        SERVING = False
-    return 0
-
-
-SERVING = False  # True while a client's command runs in this process (the command line reads it)
+    return run_command(argv, tty_out=bool(req.get("tty_out")), tty_err=bool(req.get("tty_err")),
+                       columns=req.get("columns"))
 
 
 _INTERRUPTED_IMPORT: list[str] = []  # set when a cancel's SIGINT lands inside an import

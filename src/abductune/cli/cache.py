@@ -17,22 +17,21 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 from pathlib import Path
 from typing import Any, Iterable
 
 import click
-from rich.console import Console
 from rich.table import Table
 
-from .autotune import OPTIONS, _ALWAYS, pick, stored_winner, triton_config_json
-from .errors import AbductuneError
-from .files import atomic_write_text
-from .measurement import Measurement
-from .store import Context, Store, config_key
+from ..autotune.choices import pick, stored_winner
+from ..autotune.configs import ALWAYS, OPTIONS, triton_config_json
+from ..errors import AbductuneError
+from ..files import atomic_write_text
+from ..measurement import Measurement
+from ..store import Context, Store, config_key
+from . import output
 
 FORMAT_VERSION = 1
-_console = Console(width=None if sys.stdout.isatty() else 200)
 
 
 def _open(ctx: click.Context, must_exist: bool = True) -> Store:
@@ -132,7 +131,7 @@ def ls_cmd(ctx: click.Context, store_path: str | None) -> None:
             table.add_row(c.kernel, _key_text(c), ",".join(sorted(set(c.dtypes.values()))), c.hardware, c.toolchain,
                           _cfg_text(cfg), f"{t:.4g}" if math.isfinite(t) else "-",
                           str(len({config_key(m.config) for m in rows})))
-        _console.print(table)
+        output.cache_console.print(table)
 
 
 @cache.command(name="show")
@@ -146,13 +145,16 @@ def show_cmd(ctx: click.Context, kernel: str, top: int, store_path: str | None) 
         _check_kernel(store, kernel)
         for c in _contexts(store, kernel):
             cfg, t, _, rows = _decision(store, c)
-            _console.print(f"[bold]{c.kernel}[/] {_key_text(c)}  dtypes {c.dtypes}  device {c.hardware}  "
-                           f"{c.toolchain}  source {c.source_hash}  space {c.space_fingerprint}")
+            output.cache_console.print(f"[bold]{c.kernel}[/] {_key_text(c)}  dtypes {c.dtypes}  "
+                                       f"device {c.hardware}  {c.toolchain}  source {c.source_hash}  "
+                                       f"space {c.space_fingerprint}")
             for r in store.runs(c):
                 s = r.summary
-                _console.print(f"  run {r.id}: {r.strategy} {r.status}, {s.get('evaluations', '?')} evaluations, "
-                               f"{s.get('wall_s', 0.0):.2f}s, winner id {r.winner_id}")
-            _console.print(f"  launches: {_cfg_text(cfg)}" + (f" at {t:.4g} ms" if math.isfinite(t) else ""))
+                output.cache_console.print(f"  run {r.id}: {r.strategy} {r.status}, "
+                                           f"{s.get('evaluations', '?')} evaluations, "
+                                           f"{s.get('wall_s', 0.0):.2f}s, winner id {r.winner_id}")
+            output.cache_console.print(f"  launches: {_cfg_text(cfg)}"
+                                       + (f" at {t:.4g} ms" if math.isfinite(t) else ""))
             table = Table()
             for col in ("config", "status", "ms", "rows"):
                 table.add_column(col)
@@ -162,7 +164,7 @@ def show_cmd(ctx: click.Context, kernel: str, top: int, store_path: str | None) 
             for m in _per_config(rows)[:top]:
                 table.add_row(_cfg_text(m.config), m.status.value, f"{m.time_ms:.4g}" if m.ok else "-",
                               str(counts[config_key(m.config)]))
-            _console.print(table)
+            output.cache_console.print(table)
 
 
 # ----------------------------------------------------------------------------- export
@@ -201,17 +203,17 @@ def export_triton(store: Store, out: Path, kernel: str | None = None) -> list[Pa
 
 
 def _vllm_config(cfg: dict[str, Any]) -> dict[str, Any]:
-    from .heuristics.vllm import from_template
+    from ..heuristics.vllm import from_template
 
     return from_template({k: v for k, v in cfg.items()
-                          if v is not None and (k not in OPTIONS or k in _ALWAYS or v != OPTIONS[k])})
+                          if v is not None and (k not in OPTIONS or k in ALWAYS or v != OPTIONS[k])})
 
 
 def export_vllm_files(store: Store, out: Path, kernel: str | None = None, dim: str | None = None,
                       device_name: str | None = None) -> list[Path]:
     """vLLM's layout: one file per kernel, device and every dim but `dim` (default "M", else
     the dim that varies), mapping that dim's value (the batch size) to the winning config."""
-    from .heuristics.vllm import filename
+    from ..heuristics.vllm import filename
 
     groups: dict[str, dict[str, Any]] = {}
     by_kernel: dict[str, list[Context]] = {}

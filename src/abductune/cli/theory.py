@@ -8,24 +8,14 @@ from typing import Any
 
 import click
 
-from .errors import AbductuneError
+from ..errors import AbductuneError
+from . import output
 
 
 def _shape_list(text: str) -> list[dict[str, int]]:
-    from .sweep import parse_shapes
+    from ..sweep import parse_shapes
 
     return parse_shapes(text)
-
-
-def _progress() -> Any:
-    """The progress bar of `learn`, on stderr like `tune`'s and `replay`'s (none when stderr is
-    not a terminal)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .cli import _quiet_bar, err_console
-
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=err_console, transient=True, disable=_quiet_bar())
 
 
 @click.command(name="learn")
@@ -38,8 +28,8 @@ def _progress() -> Any:
               "(what a replay of that problem uses; the packaged file has them).")
 def learn_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | None, out: str, held_out: bool) -> None:
     """Build a theory file from recorded datasets and/or the store."""
-    from .files import check_writable
-    from .theory.store import learn, learn_with_held_out
+    from ..files import check_writable
+    from ..theory.store import learn, learn_with_held_out
 
     if not datasets and not from_store:
         raise AbductuneError("give datasets (files, folders, 'bundled', 'public') or --from-store")
@@ -47,15 +37,15 @@ def learn_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | Non
     obs: list[Any] = []
     paths: list[Any] = []
     if datasets:
-        from .datasets.paths import expand_dataset_args
+        from ..datasets.paths import expand_dataset_args
 
         paths = expand_dataset_args(datasets)
         if not paths:
             raise AbductuneError(f"no dataset files in {', '.join(datasets)}")
     meta = {"sources": list(datasets) + (["store"] if from_store else [])}
-    with _progress() as bar:  # reading and fitting take 15-30 s for 'bundled': say what runs
+    with output.progress_bar() as bar:  # reading and fitting take 15-30 s for 'bundled': say what runs
         if paths:
-            from .heuristics.harvest import observations_from_datasets
+            from ..heuristics.harvest import observations_from_datasets
 
             task = bar.add_task("reading datasets", total=len(paths))
             for p in paths:
@@ -64,8 +54,8 @@ def learn_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | Non
                 bar.advance(task)
             bar.update(task, description=f"read {len(paths)} dataset(s)")
         if from_store:
-            from .heuristics.harvest import observations_from_store
-            from .store import Store
+            from ..heuristics.harvest import observations_from_store
+            from ..store import Store
 
             with Store(store_path, must_exist=True) as st:
                 obs += observations_from_store(st)
@@ -102,17 +92,17 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
     """Zero-shot config for a kernel and shapes, or for datasets (scored against their
     optimum, leaving each dataset's kernel, or with --holdout shape its shape, out of what the
     prediction knows)."""
-    from .format import format_config
-    from .theory.store import TheoryBook, packaged_book, predict, predictions
+    from ..format import format_config
+    from ..theory.store import TheoryBook, packaged_book, predict, predictions
 
     book = TheoryBook.load(theories) if theories else packaged_book()
     if kernel:
-        from . import kernels
-        from .hardware import lookup
+        from .. import kernels
+        from ..hardware import lookup
 
         if not shapes:
             raise AbductuneError("--kernel needs --shapes (e.g. 'M=16,N=4096,K=4096')")
-        from .theory.check import first_clean, unavailable
+        from ..theory.check import first_clean, unavailable
 
         spec = kernels.get(kernel)  # a built-in spec imports without Triton (kernels/_triton.py)
         hw = lookup(hardware)
@@ -148,10 +138,10 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
     if check:
         raise AbductuneError("--check compiles a built-in kernel's predictions: use it with --kernel and --shapes "
                              "(datasets are scored on their recorded times instead)")
-    from .datasets.paths import expand_dataset_args
-    from .heuristics.harvest import observations_from_datasets
+    from ..datasets.paths import expand_dataset_args
+    from ..heuristics.harvest import observations_from_datasets
 
-    from .problem import Holdout
+    from ..problem import Holdout
 
     rows = []
     for o in observations_from_datasets(expand_dataset_args(datasets)):
@@ -189,11 +179,11 @@ def explain_prediction(p: Any) -> list[str]:
               help="Draw each measured config against the roofline, with the moves between incumbents (PNG).")
 def explain_cmd(run_id: int, store_path: str | None, plot_out: str | None) -> None:
     """Tell how run RUN_ID reached its winner: seeds, observations, hypotheses, tests, verdicts."""
-    from .format import format_config
-    from .store import Store
+    from ..format import format_config
+    from ..store import Store
 
     if plot_out:
-        from .files import check_writable
+        from ..files import check_writable
 
         check_writable(plot_out)
     with Store(store_path, must_exist=True) as st:
@@ -243,7 +233,7 @@ def _ms(v: float) -> str:
 def _value(key: str, v: Any) -> str:
     """One field of an event, for a reader: configs as `A=1, B=2`, times in µs or ms, shares
     and gains in percent, other numbers to 4 significant digits."""
-    from .format import format_config
+    from ..format import format_config
 
     if isinstance(v, bool):
         return "yes" if v else "no"
@@ -291,7 +281,7 @@ def why_tested(e: dict[str, Any], swept: list[dict[str, Any]]) -> str:
     if any(e.get("config") == c for c in swept):
         return ("the local search had stalled, so the nearest untested moves are swept whatever the "
                 "model predicts of them (it had just been wrong `patience` times)")
-    from .search.abduction import COMPOSE, POLL
+    from ..search.abduction import COMPOSE, POLL
 
     if e.get("theory") == POLL:
         return ("no untested move was expected to gain and this one ranked best; the search tests the "

@@ -1,11 +1,16 @@
-"""`abductune daemon start | stop | status`: a warm process for later `tune` commands."""
+"""`abductune daemon start | stop | status`: a warm process for later `tune` commands; and the
+tip that suggests one after a short live `tune`."""
 from __future__ import annotations
 
+import os
 import time
 
 import click
 
-from .daemon import DEFAULT_IDLE_S
+# the daemon's client side only: the package (`abductune.daemon`) holds its server, which runs
+# commands through `cli.inprocess`, and an import of it here would close that circle
+from ..daemon.base import DEFAULT_IDLE_S
+from . import output
 
 
 @click.group(name="daemon")
@@ -21,8 +26,8 @@ def daemon() -> None:
 def start_cmd(idle_minutes: float) -> None:
     """Start a daemon for this environment (Python, abductune source, GPU and Triton settings)
     and wait until its workers are warm."""
-    from .daemon import start
-    from .errors import AbductuneError
+    from ..daemon.client import start
+    from ..errors import AbductuneError
 
     if not idle_minutes > 0:
         raise AbductuneError(f"--idle-minutes must be positive, got {idle_minutes:g}")
@@ -45,7 +50,7 @@ def start_cmd(idle_minutes: float) -> None:
 def stop_cmd(every: bool) -> None:
     """Stop the daemon serving this environment (a command it is running ends as after a
     crash: what it measured is in the store)."""
-    from .daemon import stop
+    from ..daemon.client import stop
 
     pids = stop(every)
     if pids:
@@ -57,7 +62,7 @@ def stop_cmd(every: bool) -> None:
 @daemon.command(name="status")
 def status_cmd() -> None:
     """List this user's daemons: alive, serving this environment, commands served, log."""
-    from .daemon import status
+    from ..daemon.client import status
 
     rows = status()
     if not rows:
@@ -71,3 +76,18 @@ def status_cmd() -> None:
         click.echo(f"pid {r.get('pid')}: {state}, {here}; up {now - r.get('started', now):.0f} s, "
                    f"{r.get('served', 0)} command(s), idle timeout {r.get('idle_s', 0) / 60:g} min; "
                    f"GPU {r.get('gpu') or '-'}; log {r.get('log')}")
+
+
+def daemon_tip(mode: str, shapes: int) -> str | None:
+    """A hint after a short live command that started its own workers: most of its time was
+    their start, which a daemon pays once. Not inside a daemon, not when ABDUCTUNE_DAEMON is
+    set either way (the user has chosen), not for long commands (the start is a small part)."""
+    from ..daemon.client import platform_supported
+
+    if mode != "live" or shapes > 3 or output.served or not platform_supported():
+        return None
+    if os.environ.get("ABDUCTUNE_DAEMON", "").strip():
+        return None
+    return ("tip: a fresh `abductune tune` spends 4-7 s starting torch and CUDA in its workers; "
+            "`abductune daemon start` keeps them warm, so later commands skip that (it holds about 1 GB "
+            "of GPU memory until 15 idle minutes; ABDUCTUNE_DAEMON=0 silences this tip)")
