@@ -272,7 +272,7 @@ def _change(a: dict[str, Any] | None, b: dict[str, Any] | None) -> str:
 
 
 def why_tested(e: dict[str, Any], swept: list[dict[str, Any]]) -> str:
-    """Why abduction measured a hypothesis it expected to lose on (`search/abduction.py`): its
+    """Why abduction measured a hypothesis it expected to lose on (`search/abduction/`): its
     ranking (`expected_gain`: the theory's gain times its credibility, plus the speed-up the
     additive model of the run's measurements predicts) puts theories and local moves on one
     scale, and each batch takes the best-ranked untested moves whatever their sign, until the

@@ -188,7 +188,7 @@ class Views:
             f"SELECT COUNT(*) FROM measurements WHERE run_id IN ({q}) AND kind IN ('search', 'seed', "
             "'remeasure')", list(run_ids)).fetchone()[0]))
 
-    # -- theories (generic rows; typed access lives in theory/store.py)
+    # -- theories (generic rows; typed access lives in theory/store/)
     def theories(self, kernel_class: str | None = None, hardware_family: str | None = None,
                  dtype_family: str | None = None) -> list[dict[str, Any]]:
         """Theory rows as dicts (what put_theory took, plus id and updated)."""

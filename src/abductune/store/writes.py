@@ -202,7 +202,7 @@ class Writes:
             self.finish_run(i, "interrupted")
         return dead
 
-    # -- theories (generic rows; typed access lives in theory/store.py)
+    # -- theories (generic rows; typed access lives in theory/store/)
     def put_theory(self, theory: Mapping[str, Any]) -> str:
         """Insert or replace a theory row; returns its id. Keys: kernel_class (required), id
         (default: a hash of class, regime, families and rule), regime, dtype_family,

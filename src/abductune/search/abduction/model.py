@@ -1,0 +1,137 @@
+"""The additive model of log-time that ranks the engine's moves, and generic mode's space-filling start."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ...space import Config, Space
+from ...theory.generic import importance, interactions
+
+PAIR_TERMS = 4  # interaction terms in the additive model
+PAIR_MIN = 0.02  # share of variance a pair must explain beyond its parts to get a term
+
+
+class Additive:
+    """log time ~ mu + sum of per-parameter value effects + a few pairwise effects, fitted by
+    backfitting with shrinkage (a value seen n times keeps n/(n+1) of its mean residual). An
+    ordered parameter's unseen value takes the effect interpolated between its nearest seen
+    values (times are smooth in tile sizes and counts); an unordered one's takes 0."""
+
+    def __init__(self, space: Space, rows: Sequence[tuple[Config, float]],
+                 pairs: Sequence[tuple[str, str]] = (), sweeps: int = 4, shrink: float = 1.0):
+        self.space = space
+        self.params = list(space.params)
+        pos = {p.name: i for i, p in enumerate(self.params)}
+        self.pairs = [(pos[a], pos[b]) for a, b in pairs]
+        X = np.array([[p.index(c[p.name]) for p in self.params] for c, _ in rows], dtype=np.int64)
+        y = np.array([t for _, t in rows], dtype=float)
+        self.mu = float(y.mean()) if len(y) else 0.0
+        self.main = [np.zeros(len(p.values)) for p in self.params]
+        self.seen = [np.zeros(len(p.values), dtype=bool) for p in self.params]
+        self.pair_fx = [np.zeros((len(self.params[a].values), len(self.params[b].values))) for a, b in self.pairs]
+        if not len(y):
+            return
+        for j in range(len(self.params)):
+            self.seen[j][np.unique(X[:, j])] = True
+        for _ in range(sweeps):
+            for j, p in enumerate(self.params):
+                r = y - self._fit(X, skip_main=j)
+                n = np.bincount(X[:, j], minlength=len(p.values))
+                self.main[j] = np.bincount(X[:, j], weights=r, minlength=len(p.values)) / (n + shrink)
+            for q, (a, b) in enumerate(self.pairs):
+                r = y - self._fit(X, skip_pair=q)
+                nb = len(self.params[b].values)
+                idx = X[:, a] * nb + X[:, b]
+                size = len(self.params[a].values) * nb
+                n = np.bincount(idx, minlength=size)
+                self.pair_fx[q] = (np.bincount(idx, weights=r, minlength=size) / (n + shrink)).reshape(-1, nb)
+        for j, p in enumerate(self.params):  # fill unseen ordered values by interpolation
+            if p.ordered and self.seen[j].any() and not self.seen[j].all():
+                at = np.flatnonzero(self.seen[j])
+                self.main[j] = np.interp(np.arange(len(p.values)), at, self.main[j][at])
+
+    def _fit(self, X: np.ndarray, skip_main: int = -1, skip_pair: int = -1) -> np.ndarray:
+        f = np.full(len(X), self.mu)
+        for j in range(len(self.params)):
+            if j != skip_main:
+                f += self.main[j][X[:, j]]
+        for q, (a, b) in enumerate(self.pairs):
+            if q != skip_pair:
+                f += self.pair_fx[q][X[:, a], X[:, b]]
+        return f
+
+    def predict(self, configs: Sequence[Config]) -> np.ndarray:
+        if not configs:
+            return np.zeros(0)
+        X = np.array([[p.index(c[p.name]) for p in self.params] for c in configs], dtype=np.int64)
+        return self._fit(X)
+
+
+def latin_hypercube(space: Space, n: int, rng: np.random.Generator) -> list[Config]:
+    """n valid configs spread over every parameter's range: each parameter's value indices are
+    cut into n strata, one draw per stratum, strata shuffled independently per parameter; a
+    combination that breaks a constraint moves to the nearest valid config. Duplicates after
+    that repair are replaced by uniform draws from the valid configs."""
+    valid = space.valid_configs()
+    if n >= len(valid):
+        return [dict(c) for c in valid]
+    cols = []
+    for p in space.params:
+        u = (rng.permutation(n) + rng.random(n)) / n
+        cols.append(np.minimum((u * len(p.values)).astype(int), len(p.values) - 1))
+    out: list[Config] = []
+    seen: set[tuple] = set()
+    for i in range(n):
+        cfg = {p.name: p.values[int(cols[j][i])] for j, p in enumerate(space.params)}
+        if not space.satisfies(cfg):
+            cfg = space.nearest_valid(cfg)
+        k = space.key(cfg)
+        if k not in seen:
+            seen.add(k)
+            out.append(cfg)
+    while len(out) < n:
+        cfg = dict(valid[int(rng.integers(len(valid)))])
+        k = space.key(cfg)
+        if k not in seen:
+            seen.add(k)
+            out.append(cfg)
+    return out
+
+
+class ModelFit:
+    """The engine's additive model of this run's measurements (a part of `strategy._Engine`,
+    whose state it reads: `measured`, `space`, `ctx`, the model cache and interaction terms)."""
+
+    def _model(self) -> Additive:
+        if self._model_cache is not None and self._model_cache[0] == len(self.measured):
+            return self._model_cache[1]
+        model = self._fit_model()
+        self._model_cache = (len(self.measured), model)
+        return model
+
+    def _rows(self) -> list[tuple[Config, float]]:
+        """(config, log time) of every first measurement, for the additive model."""
+        ok = [(m.config, math.log(m.time_ms)) for m in self.measured if m.ok]  # type: ignore[arg-type]
+        if ok:  # failures sit a doubling above the slowest success, so the model avoids them
+            worst = max(t for _, t in ok) + math.log(2.0)
+            ok += [(m.config, worst) for m in self.measured if not m.ok and m.status != "pruned"]
+        return ok
+
+    def _fit_model(self) -> Additive:
+        ok = self._rows()
+        imp = importance(self.space, [m for m in self.measured if m.ok])
+        top = [n for n, v in sorted(imp.items(), key=lambda kv: -kv[1]) if v > 0][:5]
+        inter = interactions(self.space, [m for m in self.measured if m.ok], names=top) if len(top) > 1 else {}
+        pairs = [p for p, v in sorted(inter.items(), key=lambda kv: -kv[1]) if v >= PAIR_MIN][:PAIR_TERMS]
+        self._imp, self._inter, self._pairs = imp, inter, pairs
+        return Additive(self.space, ok, pairs)
+
+    def _sampled_model(self) -> Additive:
+        """The additive model (same interaction terms as `_model`) fitted to a bootstrap
+        resample of the measurements: one draw from the model's uncertainty."""
+        self._model()  # chooses the interaction terms (self._pairs) on all the measurements
+        rows = self._rows()
+        pick = self.ctx.np_rng.integers(len(rows), size=len(rows))
+        return Additive(self.space, [rows[int(i)] for i in pick], self._pairs)

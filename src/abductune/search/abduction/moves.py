@@ -1,0 +1,44 @@
+"""A test the engine may run (a config and the claim it tests), the kinds of test, and moves between configs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...space import Config, Space
+
+# The kinds of test that are not a theory's (a theory's tests carry its name).
+# A composed hypothesis (two supported moves at once) is expected to gain what both did.
+COMPOSE = "compose"
+POLL = "poll"  # finish: multi-parameter moves around the incumbent
+TPE_TEST = "tpe"  # model-based fallback proposal
+START = "start"
+MODEL = "model"  # generic mode: a Thompson-sampled proposal of the additive model, whole space
+LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwise moves)
+
+
+@dataclass
+class _Test:
+    """One config to measure and the claim it tests."""
+
+    theory: str
+    config: Config
+    gain: float = 0.0  # expected relative gain that ranked it
+    reason: str = ""
+
+
+def _composition(inc: Config, a: Config, b: Config) -> Config | None:
+    """Move a plus move b, both from `inc`, where they change different parameters (None
+    where b changes nothing or shares a parameter with a)."""
+    mine = {k for k, v in a.items() if inc.get(k) != v}
+    theirs = {k: v for k, v in b.items() if inc.get(k) != v}
+    if not theirs or mine & set(theirs):
+        return None
+    return {**a, **theirs}
+
+
+def _changed(space: Space, a: Config, b: Config) -> int:
+    """How many parameters differ between a and b."""
+    return sum(a[n] != b[n] for n in space.names)
+
+
+def _describe(space: Space, a: Config, b: Config) -> str:
+    return ", ".join(f"{n} {a.get(n)}->{b.get(n)}" for n in space.names if a.get(n) != b.get(n))

@@ -1,0 +1,273 @@
+"""Batch planning: which configs the next batch tests (hypotheses, finishing moves, model and TPE proposals)."""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Sequence
+
+import numpy as np
+
+from ...measurement import Measurement
+from ...space import Config
+from ...theory.diagnose import Diagnosis, diagnose
+from ...theory.evidence import NOISE_FLOOR
+from ...theory.generic import generic_moves
+from ...theory.library import BY_NAME, hypotheses
+from ...theory import resources
+from ..pattern import poll_points
+from ..tpe import PENALTY, TPEModel, value
+from .moves import MODEL, POLL, TPE_TEST, _composition, _describe, _Test
+
+LOOKAHEAD = 12  # configs a batch names as likely next (compiled ahead by a live evaluator)
+MAX_TPE_RETRIES = 8  # TPE asks per slot before a random unmeasured config is taken instead
+
+
+def informative(diag: Diagnosis) -> bool:
+    """Whether the diagnosis knows anything beyond the time: a roofline position or the
+    occupancy (static facts). Without either, no theory can explain the config."""
+    return diag.bound != "unknown" or diag.occupancy is not None
+
+
+class BatchPlanner:
+    """What `strategy._Engine` (a part of it, whose state it reads) tests next: the queue of
+    composed moves, the theories' hypotheses and the finishing moves on one scale, the model's
+    and TPE's proposals, the stalled sweep, what a live evaluator may compile ahead, and the
+    configs the resource model says cannot launch ("prune")."""
+
+    def _next_tests(self) -> list[_Test]:
+        # generic mode: the model's Thompson-sampled proposals come on top of the batch
+        b = self.s.batch + (self.s.model_slots if self.generic else 0)
+        tests: list[_Test] = []
+        taken: set[tuple] = set()
+
+        def take(t: _Test) -> bool:
+            k = self.space.key(t.config)
+            if k in taken or self.known(t.config) or not self.space.is_valid(t.config) \
+                    or not self._runnable(t.config):
+                return False
+            taken.add(k)
+            tests.append(t)
+            return True
+
+        n_tpe = 0
+        # stalled: restart from another basin (generic mode at once; with theories only after
+        # the sweep of the nearest moves beside TPE has had `patience` more tests). If no
+        # config lies outside the searched basins, TPE takes over below.
+        if self.inc is not None and self.stale >= self.patience * (1 if self.generic else 2):
+            self._restart()
+        if self.inc is not None:
+            while self.queue and len(tests) < b:
+                take(self.queue.pop(0))
+            hyps = self._hypotheses(self.inc)
+            if self.stale >= self.patience:  # stalled: only a theory that still expects a gain
+                for t in hyps:
+                    if len(tests) < b and t.gain > 0:
+                        take(t)
+                if not self.generic and len(tests) < b:
+                    # and the nearest untested moves, whatever the model says of them: it has
+                    # been wrong `patience` times here, so the neighbourhood is swept in order
+                    near = sorted(self._local(self.inc), key=lambda t: self.space.distance(t.config, self.inc))
+                    stop = len(tests) + max(1, (b - len(tests)) // 2)  # the other half: TPE
+                    for t in near:
+                        if len(tests) >= stop:
+                            break
+                        take(t)
+                n_tpe = b - len(tests)
+            else:
+                n_tpe = min(self.s.tpe_slots, b - len(tests)) if self.generic else 0
+                if self.generic:
+                    tests += self._model_tests(min(self.s.model_slots, b - n_tpe - len(tests)), taken)
+                else:  # theories that keep failing on this kernel share the batch with exploration
+                    tests += self._model_tests(self._explore_slots(b - len(tests)), taken)
+                # theory hypotheses and finishing moves compete on one scale: log expected speed-up
+                pool = sorted(hyps + self._local(self.inc), key=lambda t: -t.gain)  # stable: theories first
+                for t in pool:
+                    if len(tests) >= b - n_tpe:
+                        break
+                    take(t)
+        if len(tests) < b:  # neighbourhood exhausted or stalled: the model-based fallback
+            fallback = self._tpe_tests(b - len(tests), taken)
+            stalled = self.inc is not None and self.stale >= self.patience
+            swept = [t.config for t in tests if t.theory == POLL]
+            if fallback and (not tests or (stalled and swept)):
+                self.ctx.log("fallback", reason=("local search stalled" if stalled else
+                                                 "no untested move around the incumbent")
+                             + ("; sweeping the nearest untested moves beside TPE" if swept else ""),
+                             configs=[t.config for t in fallback], swept=swept)
+            tests += fallback
+        return tests
+
+    def _speculate(self, tests: Sequence[_Test]) -> list[Config]:
+        """What the next batch will likely hold, most likely first, for a live evaluator to
+        compile while this batch is measured (nothing here changes the search, nor draws from
+        its random state): if every test fails, the next-ranked moves at the incumbent; if one
+        wins, the theories' first moves at it (diagnosed at the time it is expected to take);
+        if two win on different parameters, their composition."""
+        inc = self.inc
+        if inc is None:
+            return []
+        sp = self.space
+        seen = {sp.key(t.config) for t in tests}
+        out: list[Config] = []
+
+        def add(c: Config) -> None:
+            k = sp.key(c)
+            if k not in seen and not self.known(c) and sp.is_valid(c):
+                seen.add(k)
+                out.append(dict(c))
+        rest = [t.config for t in sorted(self._hypotheses(inc) + self._local(inc), key=lambda t: -t.gain)
+                if sp.key(t.config) not in seen][:LOOKAHEAD]
+        for c in rest[:3]:
+            add(c)
+        base = self.ledger.estimate(inc)
+        if self.ctx.problem is not None and math.isfinite(base):
+            for t in tests[:2]:
+                guess = Measurement(t.config, "ok", time_ms=base / (1 + max(t.gain, NOISE_FLOOR)))
+                try:
+                    d = diagnose(guess, self.ctx.problem, sp, self.ctx.hardware)
+                    hs = hypotheses(d, self.ctx.problem, sp, t.config) if informative(d) else []
+                except Exception:  # noqa: BLE001 - a guess that cannot be diagnosed adds nothing
+                    continue
+                for h in sorted(hs, key=lambda h: -h.expected_gain)[:2]:
+                    add(h.to_config)
+        for a, b in itertools.combinations(tests, 2):
+            both = _composition(inc, a.config, b.config)
+            if both is not None:
+                add(both)
+        for c in rest[3:]:
+            add(c)
+        return out[:LOOKAHEAD]
+
+    def _hypotheses(self, inc: Config) -> list[_Test]:
+        """The theory library's untested hypotheses for the incumbent, at most half a batch per
+        theory, ranked by log(1 + expected gain x credibility) -- credibility of the theory and
+        of the same move (parameter steps) in this run's verdicts -- plus the log-speed-up the
+        additive model of this run's measurements predicts (so a move refuted at the last
+        incumbent is not the first tried at the next)."""
+        d = self._diagnose(inc)
+        if d is None or not informative(d) or self.ctx.problem is None:
+            return []
+        try:
+            hs = [h for h in hypotheses(d, self.ctx.problem, self.space, inc) if not self.known(h.to_config)]
+        except Exception as e:  # noqa: BLE001 - a theory bug must not end the search
+            self.ctx.log("hypothesis", error=f"hypotheses failed: {e}")
+            return []
+        if not hs:
+            return []
+        model = self._model()
+        pred = model.predict([h.to_config for h in hs])
+        base = float(model.predict([inc])[0])
+        scored = []
+        for i, h in enumerate(hs):
+            cred = self.ledger.credibility(h.theory) * self._move_credibility(inc, h.to_config)
+            # an interaction theory's moves are ones the additive model cannot rank: its prior
+            # stands alone until this run has refuted it once
+            th, tally = BY_NAME.get(h.theory), self.ledger.tallies.get(h.theory)
+            blind = th is not None and th.interaction and (tally is None or tally.refuted == 0)
+            model = 0.0 if blind else base - float(pred[i])
+            scored.append((math.log1p(max(h.expected_gain, 0.0) * cred) + model, i, h))
+        scored.sort(key=lambda t: (-t[0], t[1]))
+        cap = max(1, math.ceil(self.s.batch / 2))
+        per: dict[str, int] = {}
+        out: list[_Test] = []
+        for score, _i, h in scored:
+            if per.get(h.theory, 0) >= cap:
+                continue
+            per[h.theory] = per.get(h.theory, 0) + 1
+            out.append(_Test(h.theory, dict(h.to_config), math.expm1(score), h.reason))
+        return out
+
+    def _local(self, inc: Config) -> list[_Test]:
+        """Multi-parameter moves around the incumbent, ranked by the additive model's predicted
+        gain (nearer moves first on ties)."""
+        sp = self.space
+        model = self._model()
+        cands: dict[tuple, Config] = {}
+        for c in itertools.chain(sp.neighbours(inc, 2), poll_points(sp, inc, 1), poll_points(sp, inc, 2),
+                                 generic_moves(sp, inc, self._imp, self._inter, k=32)):
+            k = sp.key(c)
+            if k not in cands and not self.known(c):
+                cands[k] = c
+        if not cands:
+            return []
+        cs = list(cands.values())
+        pred = model.predict(cs)
+        base = float(model.predict([inc])[0])
+        order = sorted(range(len(cs)), key=lambda i: (pred[i], sp.distance(cs[i], inc), i))
+        return [_Test(POLL, cs[i], math.expm1(base - pred[i]),
+                      f"{POLL}: {_describe(sp, inc, cs[i])} (model of {len(self.measured)} measurements)")
+                for i in order]
+
+    def _model_tests(self, n: int, taken: set[tuple]) -> list[_Test]:
+        """n proposals from the whole space by Thompson sampling: for each, the additive model
+        is fitted to a bootstrap resample of the measurements and its fastest unmeasured
+        config is taken. The resample's scatter is the model's uncertainty: a value seen
+        rarely moves a lot between resamples, so the proposals explore where the model knows
+        little and exploit where it is sure (the plain best prediction kept proposing the
+        same region)."""
+        if n <= 0 or len(self.measured) < 2:
+            return []
+        valid = self.space.valid_configs()
+        if self._valid_X is None:
+            self._valid_X = np.array([[p.index(c[p.name]) for p in self.space.params] for c in valid],
+                                     dtype=np.int64)
+        out: list[_Test] = []
+        for _ in range(n):
+            model = self._sampled_model()
+            pred = model._fit(self._valid_X)
+            for i in np.argsort(pred, kind="stable"):
+                c = valid[int(i)]
+                k = self.space.key(c)
+                if k in taken or self.known(c) or not self._runnable(c):
+                    continue
+                taken.add(k)
+                out.append(_Test(MODEL, dict(c), 0.0, "fastest unmeasured config of the additive model "
+                                 "fitted to a bootstrap resample (Thompson sampling)"))
+                break
+        return out
+
+    def _tpe_tests(self, n: int, taken: set[tuple]) -> list[_Test]:
+        """n untested configs from TPE (told everything measured); a proposal TPE keeps
+        repeating is replaced by a random unmeasured config."""
+        if n <= 0:
+            return []
+        if self.tpe is None:
+            self.tpe = TPEModel(self.space, self.s.seed, n_startup_trials=0)
+            for m in self.tpe_pool:
+                self.tpe.add(m)
+        out: list[_Test] = []
+        for _ in range(n):
+            got = None
+            for _try in range(MAX_TPE_RETRIES):
+                trials, [cfg] = self.tpe.ask(1)
+                k = self.space.key(cfg)
+                if not self.known(cfg) and k not in taken and self._runnable(cfg):
+                    self._pending_trials[k] = trials[0]
+                    got = cfg
+                    break
+                prev = self.ctx.known(cfg)
+                self.tpe.study.tell(trials[0], value(prev) if prev is not None else PENALTY)
+            if got is None:
+                rest = [c for c in self.space.valid_configs() if not self.known(c) and self.space.key(c) not in taken
+                        and self._runnable(c)]
+                if not rest:
+                    break
+                got = dict(rest[int(self.ctx.np_rng.integers(len(rest)))])
+            taken.add(self.space.key(got))
+            out.append(_Test(TPE_TEST, got, 0.0, "model-based proposal (TPE over everything measured)"))
+        return out
+
+    def _runnable(self, cfg: Config) -> bool:
+        """False when the resource model says `cfg` cannot launch on this GPU (shared memory
+        over the per-block limit, too many threads): no measurement is spent on it. Logged
+        once per config as a "prune" event."""
+        p = self.ctx.problem
+        if p is None or p.hardware is None:
+            return True
+        k = self.space.key(cfg)
+        if k not in self._cannot_run:
+            why = resources.infeasible(p, self.space, cfg)
+            self._cannot_run[k] = why
+            if why is not None:
+                self.ctx.log("prune", config=cfg, reason=f"resource model: {why}")
+        return self._cannot_run[k] is None

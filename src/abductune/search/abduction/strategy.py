@@ -1,0 +1,197 @@
+"""Abduction: explain why the incumbent is slow and measure only what the explanation predicts.
+
+This module holds the strategy (its options) and the engine whose loop (observe, diagnose,
+test, judge) ties the parts of this package."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...measurement import Measurement
+from ...space import Config
+from ...theory.diagnose import Diagnosis, diagnose
+from ...theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger
+from .. import options as opt
+from ..base import Proposals, SearchContext, Strategy
+from ..tpe import TPEModel
+from .ledger import RunLedger, _unseen_kernel
+from .model import Additive, ModelFit, latin_hypercube
+from .moves import START, _Test
+from .planning import BatchPlanner, informative
+from .stop import StopRule
+
+
+class Abduction(Strategy):
+    """Options: batch=3 (tests per batch, 1-8), confidence=2.0 (standard errors of the
+    difference for a verdict), noise_floor=0.01 (smallest relative difference trusted),
+    startup=8 (space-filling configs in generic mode), seeded_startup=None (the same when
+    seeds were measured: None keeps `startup`; at least half of it is fresh),
+    patience=None (tests without a win beyond noise before TPE takes over, or in generic
+    mode local tests before a restart; None: twice the tuned parameters, at least 8), tpe_slots=2 (generic mode: TPE proposals
+    in every batch, part of `batch`), model_slots=1 (generic mode: Thompson-sampled proposals
+    of the additive model in every batch, on top of `batch`), stop_early=False (end before the
+    budget once the search has settled: see `_Engine._settled`), explore_unseen=False (on a
+    kernel no theory was confirmed on, half of each batch explores with the model until the
+    theories have won EARN_TRUST tests on it: see `_Engine._explore_slots`; off by default, as
+    on the zoo it cost more than it saved: docs/PERFORMANCE.md, twelfth session)."""
+
+    name = "abduction"
+
+    def __init__(self, seed: int = 0, batch: int = 3, confidence: float = CONFIDENCE,
+                 noise_floor: float = NOISE_FLOOR, startup: int = 8, patience: int | None = None,
+                 tpe_slots: int = 2, model_slots: int = 1, stop_early: bool = False,
+                 seeded_startup: int | None = None, explore_unseen: bool = False, **options: Any):
+        super().__init__(seed, **options)
+        self.batch = opt.integer(self.name, "batch", batch, 1, 8)
+        self.confidence = opt.number(self.name, "confidence", confidence, 0.1, 10)
+        self.noise_floor = opt.number(self.name, "noise_floor", noise_floor, 0, 0.5)
+        self.startup = opt.integer(self.name, "startup", startup, 0)
+        self.seeded_startup = self.startup if seeded_startup is None else \
+            opt.integer(self.name, "seeded_startup", seeded_startup, 0)
+        self.patience = None if patience is None else opt.integer(self.name, "patience", patience, 1)
+        self.tpe_slots = opt.integer(self.name, "tpe_slots", tpe_slots, 0, 8)
+        self.model_slots = opt.integer(self.name, "model_slots", model_slots, 0, 8)
+        self.stop_early = opt.boolean(self.name, "stop_early", stop_early)
+        self.explore_unseen = opt.boolean(self.name, "explore_unseen", explore_unseen)
+
+    def propose(self, ctx: SearchContext) -> Proposals:
+        return (yield from _Engine(self, ctx).run())
+
+
+# The engine is one object over one run; its methods are grouped by concept in the parts it
+# inherits (none overrides another's): the ledger (`ledger`), batch planning (`planning`), the
+# additive model (`model`) and the ends of a local search (`stop`). The loop is here.
+class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
+    def __init__(self, strategy: Abduction, ctx: SearchContext):
+        self.s = strategy
+        self.ctx = ctx
+        self.space = ctx.space
+        self.ledger = Ledger(self.space.key, floor=strategy.noise_floor, confidence=strategy.confidence)
+        self.measured: list[Measurement] = []  # first-time answers, in order (for the models)
+        self.inc: Config | None = None
+        self.generic = False
+        self.queue: list[_Test] = []  # composed hypotheses to test next
+        self.stale = 0  # tests since the last win beyond noise
+        self.tpe: TPEModel | None = None
+        # What TPE is told: seeds, the space-filling start, its own proposals and every
+        # incumbent -- not the local moves around an incumbent, whose dense cluster would make
+        # the incumbent's basin TPE's whole "good" set and keep the fallback inside it.
+        self.tpe_pool: list[Measurement] = []
+        free = sum(len(p.values) > 1 for p in self.space.params)
+        self.patience = strategy.patience or max(8, 2 * free)
+        self.startup = strategy.startup
+        self.diag_cache: dict[tuple, Diagnosis] = {}
+        self.move_tally: dict[frozenset, list[int]] = {}  # move -> [supported, refuted]
+        self._pending_trials: dict[tuple, Any] = {}  # config key -> the TPE trial that proposed it
+        self._valid_X: np.ndarray | None = None  # value indices of every valid config (model_slots)
+        self._model_cache: tuple[int, Additive] | None = None  # (measurements it was fitted on, model)
+        self._imp: dict[str, float] = {}
+        self._inter: dict[tuple[str, str], float] = {}
+        self._pairs: list[tuple[str, str]] = []
+        self.exhausted: list[Config] = []  # generic mode: incumbents where the local search stalled
+        self._cannot_run: dict[tuple, str | None] = {}  # config key -> why it cannot launch (None: it can)
+        self.distrusted = False  # the theories lost trust on this kernel (`_explore_slots`)
+        self.unseen_kernel = _unseen_kernel(ctx.problem) if strategy.explore_unseen else None
+
+    def _diagnose(self, cfg: Config) -> Diagnosis | None:
+        m = self.ctx.known(cfg)
+        if m is None or self.ctx.problem is None:
+            return None
+        k = self.space.key(cfg)
+        if k not in self.diag_cache:
+            try:
+                self.diag_cache[k] = diagnose(m, self.ctx.problem, self.space, self.ctx.hardware)
+            except Exception as e:  # noqa: BLE001 - a diagnosis bug must not end the search
+                self.ctx.log("observe", config=cfg, error=f"diagnosis failed: {e}")
+                return None
+        return self.diag_cache[k]
+
+    # -- the loop
+    def run(self) -> Proposals:
+        ctx = self.ctx
+        sources = {self.space.key(s.config): s.source for s in ctx.knowledge.seeds}
+        for m in ctx.history:  # the seeds, measured by the Search before this strategy ran
+            ctx.log("observe", ids=[m.id] if m.id is not None else [], config=m.config, status=str(m.status),
+                    time_ms=m.time_ms, source=sources.get(self.space.key(m.config), "seed"))
+        self._note(ctx.history)
+        for m in ctx.history:
+            self._pool(m.config)
+        if ctx.knowledge.theory_evidence:  # what earlier runs on this class and GPU showed
+            self.ledger.set_priors(ctx.knowledge.theory_evidence)
+            ctx.log("prior", reason="credibility from earlier runs of this kernel class on this GPU",
+                    evidence={k: list(v) for k, v in sorted(ctx.knowledge.theory_evidence.items())},
+                    credibility={k: round(self.ledger.credibility(k), 3) for k in sorted(self.ledger.priors)})
+        self.inc = self._best()
+        self.generic = not self._can_explain()
+        if self.generic:
+            yield from self._startup()
+        elif self.inc is None:  # no seed ran: start from the default
+            start = self.space.default()
+            if not self.known(start):
+                ms = yield [start]
+                self._log_tests([_Test(START, start, 0.0, "the space default")], ms)
+                self._note(ms)
+            self.inc = self._best()
+        if self.inc is not None:
+            self._observe(self.inc)
+        while True:
+            if self.s.stop_early and self._settled():
+                return
+            tests = self._next_tests()
+            if not tests:
+                return
+            if ctx.lookahead:
+                ctx.expect(self._speculate(tests))
+            ms = yield [t.config for t in tests]
+            self._log_tests(tests, ms)
+            self._note(ms)
+            yield from self._judge(tests)
+
+    def _can_explain(self) -> bool:
+        """Whether a diagnosis of this problem can say more than the time: tried on a
+        stand-in measurement of the default config (1 ms, no static facts)."""
+        if self.ctx.problem is None:
+            return False
+        probe = Measurement(self.space.default(), "ok", time_ms=1.0)
+        try:
+            return informative(diagnose(probe, self.ctx.problem, self.space, self.ctx.hardware))
+        except Exception:  # noqa: BLE001 - no diagnosis: generic mode
+            return False
+
+    def _startup(self) -> Proposals:
+        """Generic mode: a space-filling sample; seeds count towards it, but at least half of
+        it is fresh so one mediocre seed cannot decide where the search looks."""
+        have = len(self.measured)
+        size = self.s.seeded_startup if have else self.startup
+        n = max(size - have, (size + 1) // 2 if have else size)
+        picks = [c for c in latin_hypercube(self.space, n, self.ctx.np_rng) if not self.known(c)]
+        if not picks:
+            return
+        self.ctx.log("fallback", reason="no theory explains this space: generic mode, space-filling start",
+                     configs=picks)
+        ms = yield picks
+        self._log_tests([_Test(START, c, 0.0, "space-filling start") for c in picks], ms)
+        self._note(ms)
+        before = self.inc
+        self.inc = self._best()
+        if self.inc is not None and before != self.inc:
+            self.ctx.log("move", from_config=before, to_config=self.inc, ids=self.ledger.ids(self.inc),
+                         reason="best of the space-filling start")
+        if self.inc is not None and not self.ledger.noise_known(self.inc, self.inc):
+            # one repeat of the best start measures the run-to-run noise, so later wins are
+            # judged against it instead of each being confirmed by two more measurements
+            rm = yield self.ctx.remeasure([self.inc])
+            for m in rm:
+                self.ledger.observe(m)
+            self.ctx.log("test", theory=START, config=self.inc, kind="remeasure", ids=[m.id for m in rm],
+                         time_ms=[m.time_ms for m in rm], reason="noise probe: the best start re-measured")
+
+    def _observe(self, cfg: Config) -> None:
+        d = self._diagnose(cfg)
+        fields: dict[str, Any] = {"config": cfg, "ids": self.ledger.ids(cfg), "time_ms": self.ledger.estimate(cfg)}
+        if d is not None and informative(d):
+            fields.update(bound=d.bound, frac_peak_flops=d.frac_peak_flops, frac_peak_bw=d.frac_peak_bw,
+                          tiles=d.tiles, waves=d.waves, occupancy=d.occupancy, padding=d.padding,
+                          k_trips=d.k_trips)
+        self.ctx.log("observe", **fields)
