@@ -325,6 +325,9 @@ def tile_dim_name(role: str | None, cls: Classification) -> str | None:
         return None
     axis = role.split(":", 1)[1] if ":" in role else ""
     d = cls.dims
+    named = _dim_named(axis, d)
+    if named is not None:  # a tile named for a dim covers that dim, whatever the class's aliases say
+        return named
     if cls.kernel_class == "row_reduction" and "cols" in d:
         if axis in ("R", "N", ""):
             return "cols"
@@ -338,9 +341,17 @@ def tile_dim_name(role: str | None, cls: Classification) -> str | None:
             return "seq" if "seq" in d else None
         if axis in ("D", "K"):
             return "head_dim" if "head_dim" in d else None
+    return None
+
+
+def _dim_named(axis: str, dims: Mapping[str, Any]) -> str | None:
+    """The dim an axis names: the same word (BLOCK_K: K; BLOCK_HEADS: heads), or its singular
+    or plural (BLOCK_ROW, ROWS_PER_PROGRAM: rows); None when the axis names no dim."""
     if not axis:
         return None
-    for k in d:
-        if k.upper() == axis.upper():
-            return k
+    a = axis.lower()
+    for want in (a, a + "s", a[:-1] if len(a) > 2 and a.endswith("s") else None):
+        for k in dims:
+            if want is not None and k.lower() == want:
+                return k
     return None

@@ -108,7 +108,9 @@ def is_reduction_role(role: str, kernel_class: str) -> bool:
     axis = role.split(":", 1)[1] if ":" in role else ""
     if axis in REDUCTION_AXES:
         return True
-    return kernel_class == "row_reduction" and axis in ("", "N")
+    # a row kernel reduces along its columns: tile:N (the row length), a bare tile, or a tile
+    # named for the dim itself (BLOCK_COLS, classify.tile_dim_name)
+    return kernel_class == "row_reduction" and axis.upper() in ("", "N", "COL", "COLS")
 
 
 def tiled_dims(problem: Problem, space: Space) -> dict[str, tuple[str, int, bool]]:

@@ -51,14 +51,37 @@ def _onerow_propose(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> list[C
     if warps is not None:
         # warps matched to the block: each thread owns the middle of the preferred range
         lo, hi = ELEMS_PER_THREAD_OTHER
-        rows = sp.by_role("tile:X")
-        per_block = target * (cfg[rows.name] if rows is not None else 1)
+        # the rows a program owns: every other (non-reduction) tile of the block
+        per_block = target * math.prod(cfg[n] for r, (n, _d, red) in tiled_dims(pb, sp).items()
+                                       if not red and r != role)
         warp_size = pb.hardware.warp_size if pb.hardware else 32
         ideal = per_block / (warp_size * math.sqrt(lo * hi))
         ranked = sorted(warps.values, key=lambda w: abs(math.log2(w / ideal)))
         out += [{**base, warps.name: w} for w in ranked[:2]]
     out.append(set_role(sp, cfg, role, target))
+    if not _keep(out, sp, cfg):
+        # a whole row does not fit beside the rows this block owns: own fewer rows (a block
+        # holds what its threads can; the row in one pass is what this theory is about)
+        others = [n for r, (n, _d, red) in tiled_dims(pb, sp).items() if not red and r != role]
+        out = [_fewer_rows(sp, c, others) for c in out if c is not None]
     return _keep(out, sp, cfg)
+
+
+def _fewer_rows(sp: Space, cfg: Config, others: list[str]) -> Config | None:
+    """`cfg` with the other tiles stepped down, one step at a time in turn, until it is valid."""
+    c = dict(cfg)
+    for _ in range(16):
+        if sp.is_valid(c):
+            return c
+        moved = False
+        for n in others:
+            v = sp[n].step(c[n], -1)
+            if v is not None:
+                c[n] = v
+                moved = True
+        if not moved:
+            return None
+    return c if sp.is_valid(c) else None
 
 
 def _onerow_gain(d: Diagnosis, pb: Problem, sp: Space, cfg: Config, to: Config) -> float:

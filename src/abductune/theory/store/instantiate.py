@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from ...classify import Classification, classify, next_pow2, tile_dim
+from ...classify import Classification, classify, next_pow2, tile_dim, tile_dim_name
 from ...problem import Problem
 from ...space import Config, Space
 from .rules import Form
@@ -19,13 +19,31 @@ def _fill_floor() -> float:
 FILL_FLOOR = _fill_floor()  # programs per SM a parallelism floor asks for
 
 
-def _role_params(space: Space) -> dict[str, Any]:
-    """role -> param, for roles held by exactly one parameter (the portable ones)."""
+def _role_params(space: Space, cls: Classification | None = None,
+                 wanted: Any = ()) -> dict[str, Any]:
+    """role -> param, for roles held by exactly one parameter (the portable ones). With `cls`,
+    a wanted tile role the space does not hold goes to the parameter tiling the same problem
+    dim: a rule learned on tile:R and tile:X of one row kernel sizes BLOCK_COLS and BLOCK_ROWS
+    of another, since both name what they cover (classify.tile_dim_name)."""
     counts: dict[str, int] = {}
     for p in space.params:
         if p.role:
             counts[p.role] = counts.get(p.role, 0) + 1
-    return {p.role: p for p in space.params if p.role and counts[p.role] == 1}
+    out = {p.role: p for p in space.params if p.role and counts[p.role] == 1}
+    if cls is not None:
+        by_dim: dict[str, Any] = {}
+        for role, p in out.items():
+            d = tile_dim_name(role, cls)
+            if d is not None:
+                by_dim[d] = None if d in by_dim else p  # two tiles over one dim: neither is "the" tile
+        taken = {p.name for r, p in out.items() if r in wanted}
+        for role in wanted:
+            d = tile_dim_name(role, cls) if role not in out else None
+            p = by_dim.get(d) if d is not None else None
+            if p is not None and p.name not in taken:
+                out[role] = p
+                taken.add(p.name)
+    return out
 
 
 def _nearest_value(param: Any, want: float) -> Any:
@@ -53,7 +71,7 @@ def instantiate(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
     from ..diagnose import grid_tiles
 
     cls = cls or classify(problem, space)
-    params = _role_params(space)
+    params = _role_params(space, cls, rule_forms)
     partial: dict[str, Any] = {}
     grid: list[tuple[str, float]] = []
     for role, form in rule_forms.items():
@@ -125,7 +143,7 @@ def departures(rule_forms: Mapping[str, Form], problem: Problem, space: Space,
     """Where `instantiate` served another value than the rule's own (a constant role, or warps
     per tile elements) to satisfy the space's constraints, as one repair line naming the
     constraints the rule's values together break; [] when it served the rule's values."""
-    params = _role_params(space)
+    params = _role_params(space, classify(problem, space), rule_forms)
     hw = problem.hardware
     want: dict[str, Any] = {}
     for role, form in rule_forms.items():

@@ -1,0 +1,64 @@
+"""Tiles named for the dims they cover: a row kernel written with BLOCK_ROWS and BLOCK_COLS (or a
+rope kernel with TOKENS_PER_PROGRAM) gets the same reasoning as one written with Inductor's
+XBLOCK/RBLOCK names: its tiles map to their dims, the row tile is the reduction, theories fire
+on it, and rules learned on tile:R and tile:X size it."""
+from __future__ import annotations
+
+from abductune.classify import classify, tile_dim_name
+from abductune.space import Choice, Pow2, Space, infer_role
+from abductune.theory import diagnose, hypotheses
+from abductune.theory.diagnose import tiled_dims
+from abductune.theory.store.instantiate import instantiate
+from abductune.theory.store.rules import Form
+from theory_fixtures import measured, row_space, rows
+
+
+def named_row_space() -> Space:
+    """The layout of the zoo RMSNorm: no roles given, names only."""
+    return Space([Pow2("BLOCK_ROWS", 1, 32, default=4), Pow2("BLOCK_COLS", 256, 16384, default=1024),
+                  Pow2("num_warps", 1, 16, default=4), Choice("num_stages", [1, 2], default=1)],
+                 constraints=["BLOCK_ROWS * BLOCK_COLS >= 32 * num_warps",
+                              "BLOCK_ROWS * BLOCK_COLS <= 32 * 32 * num_warps"], name="named_rows")
+
+
+def test_per_program_counts_are_tiles_of_their_dim():
+    assert infer_role("ROWS_PER_PROGRAM") == "tile:ROWS"
+    assert infer_role("TOKENS_PER_BLOCK") == "tile:TOKENS"
+    assert infer_role("num_rows") is None  # a count that is not per program says nothing
+
+
+def test_a_tile_named_for_a_dim_covers_it_in_any_class():
+    pb, sp = rows(64, 8192), named_row_space()
+    cls = classify(pb, sp)
+    assert tile_dim_name("tile:COLS", cls) == "cols"
+    assert tile_dim_name("tile:ROW", cls) == "rows"  # singular names its plural dim
+    assert tile_dim_name("tile:R", cls) == "cols" and tile_dim_name("tile:X", cls) == "rows"  # aliases kept
+    td = tiled_dims(pb, sp)
+    assert td["tile:COLS"] == ("BLOCK_COLS", 8192, True)   # the row is the reduction
+    assert td["tile:ROWS"] == ("BLOCK_ROWS", 64, False)
+
+
+def test_the_one_row_theory_fires_on_named_tiles():
+    pb, sp = rows(64, 8192), named_row_space()
+    cfg = {"BLOCK_ROWS": 4, "BLOCK_COLS": 1024, "num_warps": 4, "num_stages": 1}
+    hs = hypotheses(diagnose(measured(cfg, frac_bw=0.1), pb, sp), pb, sp, cfg)
+    assert any(h.to_config["BLOCK_COLS"] >= 8192 for h in hs), [h.to_config for h in hs]
+    assert any(h.to_config["BLOCK_ROWS"] < 4 for h in hs)  # 16 programs on 132 SMs: fewer rows per program
+
+
+def test_a_rule_on_canonical_roles_sizes_named_tiles():
+    pb = rows(64, 8192)
+    forms = {"tile:R": Form("fit"), "tile:X": Form("const", 1), "warps": Form("const", 16)}
+    named = instantiate(forms, pb, named_row_space())
+    assert named["BLOCK_COLS"] == 8192 and named["BLOCK_ROWS"] == 1 and named["num_warps"] == 16
+    # the space the rule was learned on answers as before
+    canon = instantiate(forms, pb, row_space())
+    assert canon["BLOCK"] == 8192 and canon["ROWS_PER_PROGRAM"] == 1
+
+
+def test_two_tiles_over_one_dim_take_no_alias():
+    pb = rows(64, 8192)
+    sp = Space([Pow2("BLOCK_COLS", 256, 16384, default=1024), Pow2("TILE_COL", 256, 16384, default=512),
+                Pow2("num_warps", 1, 16, default=4)], name="two_col_tiles")
+    got = instantiate({"tile:R": Form("fit")}, pb, sp)
+    assert (got["BLOCK_COLS"], got["TILE_COL"]) == (1024, 512)  # which would the rule mean? neither moves
