@@ -49,7 +49,7 @@ def test_crashing_and_hanging_configs_fail_alone_and_the_tune_finishes(tmp_path:
     out = torch.ones(256)  # not zero: every trial must start from reset_to_zero, in the worker
     got = crashy.accumulate(k, x, out)  # this process survives a SIGSEGV and a hang of the worker
     assert got is out and torch.equal(out, 2 * x)  # reset after tuning, then the winner launched here
-    [choice] = k.cache.values()
+    [choice] = k.choices.values()
     assert choice.config["BLOCK"] == 128 and choice.source == "tuned"  # the fastest config that ran
     assert k.best_config.kwargs == {"BLOCK": 128} and k.stats["tunes"] == 1
     with Store(store) as s:

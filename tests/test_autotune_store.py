@@ -57,7 +57,7 @@ def test_a_second_process_reads_the_winner_and_measures_nothing(tmp_path: Path):
     got = result(child(store, (40, 36, 24), "fixed"))
     assert got["ok"] and got["source"] == "store"
     assert got["stats"]["evaluations"] == 0 and got["stats"]["store_hits"] == 1
-    assert got["winner"] == next(iter(k.cache.values())).config
+    assert got["winner"] == next(iter(k.choices.values())).config
     with Store(store) as s:
         assert s.stats()["measurements"] == n_rows  # nothing appended by the second process
 
@@ -88,7 +88,7 @@ def test_cache_cli_exports_and_imports_triton_and_vllm_formats(tmp_path: Path):
     k = mm.make(store=store, timer=fixed_timer)
     for m in (16, 40):
         mm.matmul(k, torch.randn(m, 24), torch.randn(24, 36))
-    winners = {key[0]: c.config for key, c in k.cache.items()}
+    winners = {key[0]: c.config for key, c in k.choices.items()}
     cli = CliRunner()
     run = lambda *a: cli.invoke(main, ["cache", "--store", str(store), *a])  # noqa: E731
     ls = run("ls")
@@ -126,7 +126,7 @@ def test_cache_cli_exports_and_imports_triton_and_vllm_formats(tmp_path: Path):
         a, b = torch.randn(m, 24), torch.randn(24, 36)
         torch.testing.assert_close(mm.matmul(fresh, a, b), a @ b, atol=1e-4, rtol=1e-4)
     assert fresh.stats["evaluations"] == 0 and fresh.stats["store_hits"] == 2
-    assert {key[0]: c.config for key, c in fresh.cache.items()} == winners
+    assert {key[0]: c.config for key, c in fresh.choices.items()} == winners
     plain = tmp_path / "plain.autotune.json"
     plain.write_text(json.dumps({"key": ["1"], "configs_timings": []}))
     r = run("import", str(plain))
@@ -182,12 +182,13 @@ def test_parallel_compile_decision_and_worker(caplog):
     local_kernel = SimpleNamespace(fn=SimpleNamespace(fn=local), base_fn=local)
     assert compile_plan(local_kernel)[0] == "serial" and "inside a function" in compile_plan(local_kernel)[1]
     # what a worker does: import the module, find the kernel, compile-only call per config
-    args = [_encode(torch.zeros(2, dtype=torch.float16)), _encode(7), _encode(None)]
-    assert args == [("__dtype__", "torch.float16"), 7, None]
+    x = torch.zeros(2, dtype=torch.float16)
+    args = [_encode(x), _encode(7), _encode(None)]
+    assert args == [{"tensor": "torch.float16", "shape": [2], "align": x.data_ptr() % 16}, 7, None]
     with pytest.raises(TypeError):
         _encode(object())
     cfg = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 2, "num_warps": 2}
-    args = [["__dtype__", "torch.float32"]] * 3 + [16] * 9  # as JSON carries them
+    args = [{"tensor": "torch.float32", "shape": [16, 16], "align": 0}] * 3 + [16] * 9  # as JSON carries them
     assert _warm_worker("autotune_kernels.matmul:matmul_kernel", args, {}, cfg) is None
     pool = CompilePool(1)  # a real worker process: imports the module, compiles, answers
     try:

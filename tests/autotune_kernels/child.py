@@ -28,5 +28,5 @@ def timer(cfg, launch):
 k = mm.make(store=store, timer=timer)
 a, b = torch.randn(M, K), torch.randn(K, N)
 ok = torch.allclose(mm.matmul(k, a, b), a @ b, atol=1e-4, rtol=1e-4)
-[choice] = k.cache.values()
+[choice] = k.choices.values()
 print("RESULT" + json.dumps({"ok": ok, "stats": k.stats, "winner": choice.config, "source": choice.source}))

@@ -77,5 +77,5 @@ def main(store: str, n: int) -> dict:
     k = make(store=store, isolate_timeout_s=8)
     x = torch.arange(float(n))
     ok = torch.equal(accumulate(k, x, torch.zeros(n)), 2 * x)
-    [choice] = k.cache.values()
+    [choice] = k.choices.values()
     return {"ok": ok, "stats": k.stats, "winner": choice.config, "source": choice.source}

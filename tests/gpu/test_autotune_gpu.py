@@ -32,7 +32,7 @@ def test_isolated_worker_survives_an_illegal_address_and_a_hang(tmp_path: Path):
     kmod.copy(k, x, y, flag)
     torch.cuda.synchronize()  # the caller's context is healthy: no sticky error reached it
     assert torch.equal(y, x)
-    [choice] = k.cache.values()
+    [choice] = k.choices.values()
     assert choice.config["MODE"] == 0 and choice.source == "tuned"
     with Store(store) as s:
         rows = [m for m in s.measurements(s.runs()[0].context) if m.kind != "verify"]

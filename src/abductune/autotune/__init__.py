@@ -14,7 +14,8 @@ cache_results, warmup/rep); in addition:
 - `bucket=` maps key values to buckets ("exact", "pow2", ("align", N), a callable), so two
   sizes in one bucket tune once;
 - `space=` / `strategy=` / `budget=` search around the given configs instead of measuring
-  only the list (with a list only and no budget, the list is measured, as Triton does);
+  only the list (with a list only and no budget, the list is measured, as Triton does; with a
+  budget, one step beyond the list's hull and the theory store's predictions too);
 - `reference=` rejects configs with wrong outputs; `implementations=` lets torch / cuBLAS /
   another kernel compete per key; `on_miss="predict"` serves a stored neighbour's winner at
   once and tunes in a background thread; `isolate=True` measures in a restartable worker
@@ -34,25 +35,39 @@ The package, one concept a module (the mechanism reads in autotuner.py, as Trito
 - compiling.py: whether worker processes can compile the kernel, and their pool;
 - isolation.py, isolated_worker.py: isolate=True, the caller's side and the worker's;
 - record.py: record mode (`abductune sweep --call`);
-- patch.py: `patch_triton`, for third-party `@triton.autotune` kernels.
+- patch.py: `patch_triton`, for third-party kernels: every Triton autotuner built under it
+  (triton.autotune's, one built directly, a library's subclass) becomes abductune's.
 """
 from __future__ import annotations
 
 import sys
 from typing import Any
 
-# every public name of the single module this package was split from stays importable here
-from .autotuner import Autotuner, autotune
+# every public name of the single module this package was split from stays importable here; the
+# autotuner and the patch import Triton (a subclass of its Autotuner), so they load on first use:
+# `abductune cache` reads choices and configs without Triton installed
 from .choices import Choice, pick, stored_winner
 from .compiling import CompilePool, compile_plan, compile_server  # noqa: F401
-from .configs import (OPTIONS, config_dict, launch_kwargs, space_from_configs, triton_config,  # noqa: F401
-                      triton_config_json)
+from .configs import (OPTIONS, config_dict, grow_space, launch_kwargs, space_from_configs,  # noqa: F401
+                      triton_config, triton_config_json)
 from .evaluation import PRINT_ENV  # noqa: F401
 from .keys import bucket_function, kernel_source_hash, key_value  # noqa: F401
-from .patch import TritonPatch, patch_triton  # noqa: F401
 
 __all__ = ["autotune", "Autotuner", "Choice", "patch_triton", "space_from_configs", "kernel_source_hash",
            "bucket_function", "compile_plan", "pick", "stored_winner", "triton_config_json"]
+
+_LAZY = {"Autotuner": "autotuner", "autotune": "autotuner", "TritonPatch": "patch", "patch_triton": "patch"}
+
+
+def __getattr__(name: str) -> Any:
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{where}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 class _CallableModule(type(sys)):  # type: ignore[misc]
@@ -61,6 +76,8 @@ class _CallableModule(type(sys)):  # type: ignore[misc]
     so `@abductune.autotune(...)` works whichever import ran first."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from .autotuner import autotune
+
         return autotune(*args, **kwargs)
 
 

@@ -8,6 +8,12 @@ dict lookup); `Autotuner._miss` builds the Problem and Context (keys.py), reads 
 measuring worker, isolation.py), so every measurement is stored and the winner is judged in one
 place (session.py). What a key launches is a `Choice` (choices.py); configs and spaces convert
 in configs.py; worker processes fill Triton's cache (compiling.py).
+
+It is a subclass of Triton's own `Autotuner` and keeps its attributes and call protocol (`fn`,
+`configs`, `keys`, `cache`, `best_config`, `configs_timings`, `nargs`, `run`, `warmup`,
+`prune_configs`, the hooks), so what checks `isinstance(kernel, triton.runtime.Autotuner)` (a
+library's `@libentry()`, torch.compile) or wraps it (`@triton.heuristics`) keeps working;
+`patch_triton` (patch.py) builds one wherever Triton's would be built.
 """
 from __future__ import annotations
 
@@ -19,23 +25,33 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+import triton
+from triton.runtime.autotuner import Autotuner as TritonAutotuner
+
 from ..errors import AbductuneError
-from ..measurement import Measurement
+from ..measurement import Measurement, Status
 from ..problem import Problem
 from ..search import Budget
 from ..search.base import Seed
 from ..session import Session, SessionResult
 from ..space import Config, Space
-from ..store import Context, Store
-from .choices import Choice, observed_prediction, pick, theory_prediction, theory_predictions
+from ..store import Context, Store, config_key
+from .choices import Choice, key_space, observed_prediction, pick, theory_prediction, theory_predictions
 from .compiling import compile_plan, compile_pool, parallel_warm
-from .configs import LAUNCH_KW, OPTIONS, config_dict, fill_options, launch_kwargs, space_from_configs, triton_config
+from .configs import (LAUNCH_KW, OPTIONS, config_dict, fill_options, grow_space, launch_kwargs, space_from_configs,
+                      triton_config)
 from .evaluation import call_evaluator, printing
-from .keys import (bucket_function, key_problem, key_value, open_store, python_fn, triton_toolchain, tuning_lock,
-                   why_missed)
+from .keys import (bucket_function, key_problem, key_value, open_store, python_fn, triton_key,
+                   triton_toolchain, tuning_lock, why_missed)
 from .record import write_record
 
 log = logging.getLogger(__name__)
+
+try:  # what a descriptor argument is keyed by: the dtype of the tensor it describes
+    from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
+    _DESCRIPTORS: tuple[type, ...] = (_TensorDescriptor,)
+except ImportError:  # pragma: no cover - Triton before descriptors
+    _DESCRIPTORS = ()
 
 # an empty list searches nothing and launches with no meta-parameters: refused when decorating
 _NOTHING_TO_TUNE = ("@abductune.autotune with {what} has nothing to tune: give at least one triton.Config "
@@ -43,30 +59,60 @@ _NOTHING_TO_TUNE = ("@abductune.autotune with {what} has nothing to tune: give a
                     "alone gives no space)")
 
 
-class Autotuner:
+class Autotuner(TritonAutotuner):
     """The object `@abductune.autotune` returns. Launch it like the kernel: `kernel[grid](...)`.
 
-    Compatible attributes: `fn`, `base_fn`, `arg_names`, `configs`, `keys`, `cache` (key ->
-    Choice), `best_config` (a triton.Config), `configs_timings`, `bench_time`, `nargs`.
-    Added: `stats` (tunes, store hits, predictions, evaluations the budget counted, re-timings
-    on top), `last_result` (the last SessionResult), `wait()` (join background tunes)."""
+    An instance of Triton's `Autotuner`, with its attributes: `fn`, `base_fn`, `arg_names`,
+    `configs`, `keys`, `cache` (Triton's key of a call that missed -> the triton.Config it
+    launches), `best_config`, `configs_timings`, `bench_time`, `nargs` (during a call), the hooks
+    and `prune_configs_by`'s parts. Added: `choices` (abductune's key -> Choice: what the hit path
+    reads), `stats` (tunes, store hits, predictions, evaluations the budget counted, re-timings on
+    top, configs measured beyond the list and keys won there), `last_result` (the last
+    SessionResult), `wait()` (join background tunes)."""
 
     def __init__(self, fn: Any, arg_names: Sequence[str], configs: Sequence[Any] | None, key: Sequence[str],
                  reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
                  pre_hook: Callable | None = None, post_hook: Callable | None = None,
                  prune_configs_by: Mapping[str, Any] | None = None, warmup: int | None = None,
                  rep: int | None = None, use_cuda_graph: bool = False, do_bench: Callable | None = None,
-                 cache_results: bool = False, *, space: Space | None = None, strategy: str = "pattern",
-                 strategy_options: Mapping[str, Any] | None = None, seed: int = 0,
-                 budget: int | Budget | None = None, bucket: Any = None,
-                 reference: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
-                 reference_tol: float | None = None, on_miss: str = "tune", store: Any = None,
-                 implementations: Mapping[str, Callable] | None = None, timer: Callable | None = None,
-                 compile: str = "auto", judge: bool = True, name: str | None = None,
-                 kernel_class: str | None = None, wait_timeout_s: float = 3600.0, isolate: bool = False,
-                 isolate_timeout_s: float = 120.0, database: Any = None, record: Any = None):
-        import triton
+                 cache_results: bool = False, **options: Any):
+        triton_args = (fn, arg_names, configs, key, reset_to_zero, restore_value)
+        triton_kw = dict(pre_hook=pre_hook, post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup,
+                         rep=rep, use_cuda_graph=use_cuda_graph, do_bench=do_bench, cache_results=cache_results)
+        patch = self.__dict__.pop("_abductune_patch", None)  # set by patch_triton when it built this one
+        if patch is None:
+            self._setup(*triton_args, **triton_kw, **options)
+            return
+        try:
+            options = {**patch.options, **options}
+            if not configs and options.get("space") is None:
+                raise AbductuneError("no configs: nothing to tune (Triton launches its default config)")
+            self._setup(*triton_args, **triton_kw, **options)
+        except (AbductuneError, TypeError, ValueError) as e:
+            # a library's autotuner abductune cannot take over stays what it was written as: its
+            # own class (Triton's, or the library's subclass), built by Triton's __init__
+            self.__dict__.clear()
+            self.__class__ = getattr(type(self), "_abductune_original", TritonAutotuner)
+            accepted = inspect.signature(TritonAutotuner.__init__).parameters
+            TritonAutotuner.__init__(self, *triton_args, **{k: v for k, v in triton_kw.items() if k in accepted})
+            patch.leave_alone(self, str(e).split("\n")[0])
+            return
+        patch.reached(self)
 
+    def _setup(self, fn: Any, arg_names: Sequence[str], configs: Sequence[Any] | None, key: Sequence[str],
+               reset_to_zero: Sequence[str] | None = None, restore_value: Sequence[str] | None = None,
+               pre_hook: Callable | None = None, post_hook: Callable | None = None,
+               prune_configs_by: Mapping[str, Any] | None = None, warmup: int | None = None,
+               rep: int | None = None, use_cuda_graph: bool = False, do_bench: Callable | None = None,
+               cache_results: bool = False, *, space: Space | None = None, strategy: str = "pattern",
+               strategy_options: Mapping[str, Any] | None = None, seed: int = 0,
+               budget: int | Budget | None = None, bucket: Any = None,
+               reference: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
+               reference_tol: float | None = None, on_miss: str = "tune", store: Any = None,
+               implementations: Mapping[str, Callable] | None = None, timer: Callable | None = None,
+               compile: str = "auto", judge: bool = True, name: str | None = None,
+               kernel_class: str | None = None, wait_timeout_s: float = 3600.0, isolate: bool = False,
+               isolate_timeout_s: float = 120.0, database: Any = None, record: Any = None) -> None:
         self.fn = fn
         self.base_fn = python_fn(fn, any_wrapper=True)
         if self.base_fn is None:
@@ -76,6 +122,8 @@ class Autotuner:
             raise AbductuneError(_NOTHING_TO_TUNE.format(what="configs=[]"))
         self.configs = list(configs) if configs else ([] if space is not None else [triton.Config({})])
         self.keys = list(key or ())
+        self.nargs: dict[str, Any] | None = None
+        self.restore_copies: dict[str, Any] = {}  # Triton's; a subclass's hooks may keep copies here
         self.reset_to_zero = list(reset_to_zero or ())
         self.restore_value = list(restore_value or ())
         # like Triton >= 3.9: a misspelt name would silently never re-tune; say so now
@@ -98,7 +146,7 @@ class Autotuner:
         self.name = name or self.base_fn.__name__
         self.kernel_class = kernel_class
         self.on_miss = on_miss
-        self.strategy = strategy
+        self.search_strategy = strategy  # not `strategy`: a library's subclass may use that name (FlagGems' LibTuner)
         self.strategy_options = dict(strategy_options or {})
         self.seed = seed
         self._tk: str | None = None
@@ -108,6 +156,7 @@ class Autotuner:
         self.reference_tol = reference_tol
         self.store_spec = store
         self.cache_results = cache_results  # accepted for Triton compatibility: the store always persists
+        self.perf_model = self.early_config_prune = None
         self.implementations = dict(implementations or {})
         self.compile = compile
         self.judge = judge
@@ -126,7 +175,6 @@ class Autotuner:
         self.user_defined_post_hook = post_hook is not None
         self.pre_hook = pre_hook or self._default_pre_hook
         self.post_hook = post_hook
-        self.perf_model = self.early_config_prune = None
         self.configs_top_k: float | int = 1.0
         if prune_configs_by:
             self.perf_model = prune_configs_by.get("perf_model")
@@ -143,9 +191,14 @@ class Autotuner:
             warnings.warn("warmup, rep and use_cuda_graph are deprecated in triton.autotune; pass do_bench",
                           DeprecationWarning, stacklevel=3)
 
-        # the space: given, or grown around the list (whose configs are the seeds)
+        # the space: given, or grown around the list (whose configs are the seeds); with a budget
+        # and no record mode, one step beyond the list's hull along roles (configs.grow_space), and
+        # per key the theory store's predicted values beyond that (choices.key_space)
         self.space = space if space is not None else space_from_configs(self.configs, self.name)
         self._grown = space is None
+        self._beyond = self._grown and budget is not None and not record
+        if self._beyond:
+            self.space = grow_space(self.space)
         self._list = [self._as_space_config(c) for c in self.configs]
         # record mode (`abductune sweep --call`): a key that must be tuned measures the whole
         # space instead (or a fixed sample past 1,000 valid configs, with the list in it) and
@@ -157,7 +210,7 @@ class Autotuner:
             from ..sweep import sample_configs
 
             todo, self._record_sample = sample_configs(self.space, self._list)
-            self.strategy, self.strategy_options = "fixed", {"configs": todo}
+            self.search_strategy, self.strategy_options = "fixed", {"configs": todo}
             self.budget, self.on_miss, self._tk = Budget(len(todo)), "tune", None
             self._tune_key()
         self._hooks = [(d, getattr(c, "pre_hook", None)) for d, c in zip(self._list, self.configs)]
@@ -165,6 +218,7 @@ class Autotuner:
             clash = set(d) & set(LAUNCH_KW)
             if clash:
                 raise AbductuneError(f"config {d} sets {', '.join(clash)}, which the launch itself passes")
+        self._buckets_given = bucket is not None
         bad = [n for n in (bucket if isinstance(bucket, Mapping) else {}) if n not in self.keys]
         if bad:
             raise AbductuneError(f"bucket names {', '.join(bad)}, which are not in key={self.keys}")
@@ -176,15 +230,20 @@ class Autotuner:
         if len(self._list) == 1 and self._grown and not self.implementations and self.budget is None:
             self._single = self._choice(self._list[0], "single")
 
-        self.cache: dict[tuple, Choice] = {}
+        self.choices: dict[tuple, Choice] = {}  # the hit path: abductune's key -> what it launches
+        self.cache: dict[tuple, Any] = {}  # Triton's: Triton's key of a call that missed -> its triton.Config
+        self._filed: set[tuple] = set()  # the keys of `cache` this autotuner filed itself
         self.best_config: Any = None
         self.configs_timings: dict[Any, Any] = {}
         self.bench_time = 0.0
-        self.nargs: dict[str, Any] | None = None
         # evaluations: what the budget counted (as in `abductune tune`); retimed: the final
-        # run-off and the competing implementations, timed on top of it
+        # run-off and the competing implementations, timed on top of it; beyond_list: configs
+        # outside the list measured (beyond_pruned: rejected unmeasured by the resource model or
+        # early_config_prune), won_beyond_list: keys whose winner is outside the list, gain_beyond_list:
+        # the largest list-best / winner time ratio among them
         self.stats = {"tunes": 0, "store_hits": 0, "predicted": 0, "evaluations": 0, "retimed": 0,
-                      "waited_s": 0.0}
+                      "waited_s": 0.0, "beyond_list": 0, "beyond_pruned": 0, "won_beyond_list": 0,
+                      "gain_beyond_list": 1.0}
         self.last_result: SessionResult | None = None
         self._lock = threading.RLock()
         self._threads: list[threading.Thread] = []
@@ -199,7 +258,7 @@ class Autotuner:
         choice = self._single
         if choice is None:
             key = self._key(args, kwargs)
-            choice = self.cache.get(key)
+            choice = self.choices.get(key)
             if choice is None:
                 choice = self._miss(key, args, kwargs)
         self.best_config = choice.triton_config
@@ -210,8 +269,8 @@ class Autotuner:
         return self.fn.run(*args, **kwargs, **choice.kwargs)
 
     def _key(self, args: tuple, kwargs: dict) -> tuple:
-        """Triton's key (the key arguments, then the dtype of every argument that has one),
-        with each key value in its bucket."""
+        """Triton's key (the key arguments, then the dtype of every argument that has one, a
+        tensor descriptor's that of its tensor), with each key value in its bucket."""
         n = len(args)
         key = []
         for i, name, b in self._key_spec:
@@ -219,20 +278,30 @@ class Autotuner:
             v = v if b is None else b(v)
             key.append(v if type(v) is int else key_value(v, name))  # a tensor: (shape, dtype)
         for a in args:
-            if hasattr(a, "dtype"):
-                key.append(a.dtype)
+            if type(a) is int:
+                continue
+            dt = getattr(a, "dtype", None)
+            if dt is not None:
+                key.append(dt)
+            elif isinstance(a, _DESCRIPTORS):
+                key.append(a.base.dtype)
         if len(kwargs) > 2:  # more than grid and warmup: arguments passed by name
             for k, a in kwargs.items():
-                if hasattr(a, "dtype"):
-                    key.append((k, a.dtype))
+                dt = getattr(a, "dtype", None)
+                if dt is None and isinstance(a, _DESCRIPTORS):
+                    dt = a.base.dtype
+                if dt is not None:
+                    key.append((k, dt))
         return tuple(key)
 
     def warmup(self, *args: Any, **kwargs: Any) -> list[Any]:
         """Compile every config of the (pruned) list, as Triton's `Autotuner.warmup`."""
         self.nargs = dict(zip(self.arg_names, args))
-        out = [self.fn.warmup(*args, **kwargs, **launch_kwargs(c)) for c in self.prune_configs(kwargs)]
-        self.nargs = None
-        return out
+        try:
+            return [self.fn.warmup(*args, **kwargs, **launch_kwargs(config_dict(c)))
+                    for c in self.prune_configs(kwargs)]
+        finally:
+            self.nargs = None
 
     def wait(self, timeout: float | None = None) -> None:
         """Join the background tunes started by on_miss="predict"."""
@@ -254,9 +323,10 @@ class Autotuner:
                 nargs[n].copy_(v)
 
     # -- pruning: Triton's prune_configs over the list
-    def prune_configs(self, kwargs: Mapping[str, Any], nargs: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """The list after `early_config_prune` and `perf_model`/`top_k`, as space configs."""
-        nargs = dict(self.nargs or {}) if nargs is None else dict(nargs)
+    def prune_configs(self, kwargs: Mapping[str, Any]) -> list[Any]:
+        """Triton's: the list after `early_config_prune` and `perf_model`/`top_k`, as triton.Configs
+        (reads `self.nargs`, the call's positional arguments by name, as Triton's does)."""
+        nargs = dict(self.nargs or {})
         pruned = list(self.configs)
         if self.early_config_prune and pruned:
             pruned = list(self.early_config_prune(pruned, nargs, **kwargs))
@@ -272,7 +342,12 @@ class Autotuner:
                 est = [self.perf_model(**nargs, **kwargs, **launch_kwargs(config_dict(c))) for c in pruned]
                 order = sorted(range(len(pruned)), key=lambda i: est[i])
                 pruned = [pruned[i] for i in order[:top_k]]
-        return [self._as_space_config(c) for c in pruned]
+        return pruned
+
+    def _seeds(self, kwargs: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The pruned list as configs of the space: a missed key's seeds (a subclass's own
+        `prune_configs` is honoured)."""
+        return [self._as_space_config(c) for c in self.prune_configs(kwargs)]
 
     def _as_space_config(self, cfg: Any) -> dict[str, Any]:
         """A list config as a config of the space (with space=, every kwarg it sets must be a
@@ -306,56 +381,81 @@ class Autotuner:
         for d, h in hooks:
             if d == dict(config):
                 return h
-        return min(hooks, key=lambda dh: self.space.distance(dh[0], config))[1]
+
+        def distance(d: Mapping[str, Any]) -> float:  # `config` may hold values beyond the space (key_space)
+            return sum(abs(p.index(d[p.name]) - p.index(p.clamp(config.get(p.name)))) if p.ordered
+                       else float(d[p.name] != config.get(p.name)) for p in self.space.params)
+        return min(hooks, key=lambda dh: distance(dh[0]))[1]
 
     # -- a missed key
     def _miss(self, key: tuple, args: tuple, kwargs: dict) -> Choice:
         with self._lock:
-            got = self.cache.get(key)
+            got = self.choices.get(key)
             if got is not None:
                 return got
             t0 = time.perf_counter()
             nargs = dict(zip(self.arg_names, args))
-            clash = set(kwargs) & set(self.space.names)
-            if clash:
-                raise AbductuneError(f"conflicting meta-parameters: {', '.join(sorted(clash))} are passed to "
-                                     f"{self.name} and tuned; do not pass tuned parameters yourself")
-            seeds = self.prune_configs(kwargs, nargs)
-            if len(seeds) == 1 and self._grown and not self.implementations and self.budget is None:
-                choice = self._choice(seeds[0], "single")  # Triton: one config left, nothing to time
-                self.cache[key] = choice
-                return choice
-            problem = key_problem(self, nargs, kwargs)
-            store = open_store(self.store_spec)
-            ctx = Context.of(problem, self.space, triton_toolchain())
-            budget = self._budget(len(seeds))
-            choice, why = self._stored_choice(store, ctx, budget)
-            if choice is not None:
-                self.stats["store_hits"] += 1
-                self._report(key, choice, time.perf_counter() - t0, "from the store, 0 evaluations")
-                self.cache[key] = choice
-                return choice
-            log.info("%s: key %s missed: %s", self.name, key, why)
-            if self.isolate and not self._isolatable:  # in the caller, before any (background) tune
-                from .isolation import worker_spec
-
-                worker_spec(self)
-                self._isolatable = True
-            if self.on_miss == "predict":
-                choice = self._predict(store, ctx, seeds, problem)
-                self.stats["predicted"] += 1
-                self.cache[key] = choice
-                clones = tuple(_clone(a) for a in args)
-                ckw = {k: _clone(v) for k, v in kwargs.items()}
-                t = threading.Thread(target=self._tune_in_background, name=f"abductune-{self.name}",
-                                     args=(key, clones, ckw, problem, ctx, seeds, budget), daemon=True)
-                self._threads.append(t)
-                t.start()
-                return choice
-            choice = self._tune(key, args, kwargs, problem, ctx, seeds, budget)
-            if choice.source != "failed":
-                self.cache[key] = choice
+            self.nargs = nargs  # Triton's: the call's arguments by name while it is decided
+            try:
+                choice = self._decide_key(key, args, kwargs, nargs, t0)
+            finally:
+                self.nargs = None
+            tk = triton_key(self.arg_names, self.keys, nargs, kwargs)
+            if choice.source != "failed" and choice.triton_config is not None and type(self.cache) is dict:
+                self.cache[tk] = choice.triton_config  # what Triton's cache would hold for this call
+                self._filed.add(tk)
             return choice
+
+    def _decide_key(self, key: tuple, args: tuple, kwargs: dict, nargs: dict[str, Any], t0: float) -> Choice:
+        clash = set(kwargs) & set(self.space.names)
+        if clash:
+            raise AbductuneError(f"conflicting meta-parameters: {', '.join(sorted(clash))} are passed to "
+                                 f"{self.name} and tuned; do not pass tuned parameters yourself")
+        tk = triton_key(self.arg_names, self.keys, nargs, kwargs)
+        given = self.cache.get(tk) if type(self.cache) is dict and tk not in self._filed else None
+        if given is not None and hasattr(given, "kwargs"):
+            # a config filed in Triton's `cache` by someone else (a subclass's own config files,
+            # the user): launched as Triton's `run` would, without tuning
+            choice = self._choice(fill_options(self.space, config_dict(given)), "given")
+            self.choices[key] = choice
+            return choice
+        seeds = self._seeds(kwargs)
+        if len(seeds) == 1 and self._grown and not self.implementations and self.budget is None:
+            choice = self._choice(seeds[0], "single")  # Triton: one config left, nothing to time
+            self.choices[key] = choice
+            return choice
+        problem = key_problem(self, nargs, kwargs)
+        space = key_space(problem, self.space) if self._beyond else self.space
+        store = open_store(self.store_spec)
+        ctx = Context.of(problem, space, triton_toolchain())
+        budget = self._budget(len(seeds))
+        choice, why = self._stored_choice(store, ctx, budget)
+        if choice is not None:
+            self.stats["store_hits"] += 1
+            self._report(key, choice, time.perf_counter() - t0, "from the store, 0 evaluations")
+            self.choices[key] = choice
+            return choice
+        log.info("%s: key %s missed: %s", self.name, key, why)
+        if self.isolate and not self._isolatable:  # in the caller, before any (background) tune
+            from .isolation import worker_spec
+
+            worker_spec(self)
+            self._isolatable = True
+        if self.on_miss == "predict":
+            choice = self._predict(store, ctx, seeds, problem)
+            self.stats["predicted"] += 1
+            self.choices[key] = choice
+            clones = tuple(_clone(a) for a in args)
+            ckw = {k: _clone(v) for k, v in kwargs.items()}
+            t = threading.Thread(target=self._tune_in_background, name=f"abductune-{self.name}",
+                                 args=(key, clones, ckw, problem, ctx, seeds, budget, space), daemon=True)
+            self._threads.append(t)
+            t.start()
+            return choice
+        choice = self._tune(key, args, kwargs, problem, ctx, seeds, budget, space)
+        if choice.source != "failed":
+            self.choices[key] = choice
+        return choice
 
     def _budget(self, n_seeds: int) -> Budget:
         if self.budget is not None:
@@ -369,7 +469,7 @@ class Autotuner:
             from ..search import make_strategy
             from ..session import tune_key
 
-            self._tk = tune_key(make_strategy(self.strategy, seed=self.seed, **self.strategy_options),
+            self._tk = tune_key(make_strategy(self.search_strategy, seed=self.seed, **self.strategy_options),
                                 self.strategy_options)
         return self._tk
 
@@ -429,13 +529,13 @@ class Autotuner:
         try:
             choice = self._tune(key, args, kwargs, *rest)
             if choice.source != "failed":
-                self.cache[key] = choice  # swap the winner in
+                self.choices[key] = choice  # swap the winner in
         except Exception:  # noqa: BLE001 - a background tune must not kill the program
             log.exception("%s: background tune of key %s failed; keeping the prediction", self.name, key)
 
     # -- tuning: one Session on the caller's arguments
     def _tune(self, key: tuple, args: tuple, kwargs: dict, problem: Problem, ctx: Context,
-              seeds: Sequence[Config], budget: Budget) -> Choice:
+              seeds: Sequence[Config], budget: Budget, space: Space) -> Choice:
         t0 = time.perf_counter()
         store = open_store(self.store_spec)
         with tuning_lock(self, store, ctx):
@@ -449,11 +549,11 @@ class Autotuner:
             saved = {n: full[n].clone() for n in self.restore_value if full.get(n) is not None}
             ev = None
             try:
-                ev = call_evaluator(self, problem, args, kwargs, nargs, saved)
+                ev = call_evaluator(self, problem, args, kwargs, nargs, saved, space)
                 plan = self._compile_plan()
                 if plan[0] == "parallel":
                     compile_pool()  # workers start now; configs go to them once they are ready
-                    ev.warm = parallel_warm(plan[1], args, kwargs)
+                    ev.warm = parallel_warm(plan[1], args, kwargs, on_broken=self._workers_failed)
                 baselines = {"configs": list(seeds)} if seeds and (budget.evaluations is None or
                                                                    budget.evaluations >= len(seeds)) else {}
                 seed_list = [Seed(s, "configs") for s in seeds]
@@ -461,8 +561,8 @@ class Autotuner:
                     # room beyond the user's list: the theory store's predictions are the first
                     # bets (the best rule's, then the runner-up's), then the observed database's
                     bets = [Seed(dict(p.config), f"theory:{p.rule.regime}" + (":runner-up" if i else ""))
-                            for i, p in enumerate(theory_predictions(problem, self.space))]
-                    seen = observed_prediction(problem, self.space, self.database)
+                            for i, p in enumerate(theory_predictions(problem, space))]
+                    seen = observed_prediction(problem, space, self.database)
                     if seen is not None:
                         bets.append(Seed(dict(seen.config), f"observed:{seen.level}"))
                     given = [dict(s) for s in seeds]
@@ -471,7 +571,7 @@ class Autotuner:
                         if b.config not in given and b.config not in [f.config for f in fresh]:
                             fresh.append(b)
                     seed_list = fresh + seed_list
-                with Session(ev, strategy=self.strategy, seed=self.seed, options=self.strategy_options,
+                with Session(ev, strategy=self.search_strategy, seed=self.seed, options=self.strategy_options,
                              budget=budget, seeds=seed_list, store=store,
                              toolchain=ctx.toolchain, batch_size=max(8, len(seeds)), judge=self.judge,
                              wait_timeout_s=self.wait_timeout_s) as session:
@@ -490,6 +590,7 @@ class Autotuner:
         self.stats["tunes"] += 1
         self.stats["evaluations"] += result.evaluations
         self.stats["retimed"] += len(result.runoff)
+        self._count_beyond(result)
         self.bench_time = time.perf_counter() - t0
         self.configs_timings = {triton_config(m.config): list(m.samples_ms) or [m.objective]
                                 for m in result.history if "impl" not in m.config}
@@ -505,6 +606,27 @@ class Autotuner:
                  len(seeds), result.strategy, result.spent_before, choice.name, choice.time_ms or math.nan)
         self._report(key, choice, self.bench_time, f"{ev.calls} evaluations")
         return choice
+
+    def _count_beyond(self, result: SessionResult) -> None:
+        """What the search found beyond the list (stats): configs measured and pruned there, and
+        whether the winner is one of them, with its gain over the list's best."""
+        listed = {config_key(d) for d in self._list}
+        outside = {config_key(m.config): m for m in result.history
+                   if "impl" not in m.config and config_key(m.config) not in listed}
+        pruned = sum(m.status is Status.PRUNED for m in outside.values())
+        self.stats["beyond_pruned"] += pruned
+        self.stats["beyond_list"] += len(outside) - pruned
+        w, base = result.winner, result.baselines.get("configs")
+        if w is not None and w.ok and "impl" not in w.config and config_key(w.config) not in listed:
+            self.stats["won_beyond_list"] += 1
+            if base is not None and base.ok and w.time_ms > 0:
+                self.stats["gain_beyond_list"] = max(self.stats["gain_beyond_list"], base.time_ms / w.time_ms)
+
+    def _workers_failed(self, why: str) -> None:
+        """Compile workers could not compile this kernel (not one config: the kernel): the rest of
+        its configs, this tune's and later ones, compile in this process (compiling.parallel_warm
+        said so once)."""
+        self._plan = ("serial", f"compile workers failed on it: {why}")
 
     def _compile_plan(self) -> tuple[str, str]:
         if self._plan is None:
@@ -533,7 +655,9 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
 
     abductune's own keyword options: `space` (a Space to search; the configs become seeds),
     `strategy` ("pattern"; any registered name), `strategy_options`, `seed`, `budget` (int
-    evaluations or a Budget; default: the list's length with a list only, else 32), `bucket`
+    evaluations or a Budget; default: the list's length with a list only, else 32; with a budget
+    the space also reaches one step beyond the list's hull along tile, warps, stages and grouping
+    roles, and per shape to the theory store's predictions), `bucket`
     (per key argument: "exact", "pow2", ("align", N) or a callable; a dict name -> bucket, or
     one for all), `reference` (args dict -> {output name: expected}; a config whose outputs
     differ is `wrong_result` and never wins), `reference_tol`, `on_miss` ("tune" or "predict"),

@@ -89,6 +89,33 @@ def theory_predictions(problem: Problem, space: Space) -> list[Any]:
         return []
 
 
+def key_space(problem: Problem, grown: Space) -> Space:
+    """The space a missed key of a budgeted search tunes over: `grown` (the list's hull one step
+    beyond each end, configs.grow_space) plus the values the theory store predicts for this
+    shape beyond it, read on a space grown three steps further and kept only where the resource
+    model says the predicted config can launch and will not spill. `grown` itself (the same
+    fingerprint, so the same store context) when no prediction reaches beyond it."""
+    from ..theory.resources import trouble
+    from .configs import grow_space, grows, with_values
+
+    wide = grow_space(grown, steps=3)
+    extra: dict[str, set[Any]] = {}
+    for pred in theory_predictions(problem, wide):
+        cfg = dict(pred.config)
+        if trouble(problem, wide, cfg) is not None:
+            continue
+        for p in grown.params:
+            v = cfg.get(p.name)
+            if grows(p) and v is not None and not p.contains(v):
+                extra.setdefault(p.name, set()).add(v)
+    if not extra:
+        return grown
+    log.info("%s: the theory store predicts %s beyond the grown list for this shape; searching them too",
+             problem.kernel, {n: sorted(v) for n, v in extra.items()})
+    params = [with_values(p, sorted(extra[p.name])) if p.name in extra else p for p in grown.params]
+    return Space(params, grown.constraints, grown.constants, name=grown.name)
+
+
 def theory_prediction(problem: Problem, space: Space) -> Any:
     """The best theory prediction for this problem, or None (what a miss serves at once)."""
     got = theory_predictions(problem, space)

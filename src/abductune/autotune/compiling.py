@@ -1,29 +1,29 @@
 """Compile planning and the compile pool: whether worker processes can import the kernel, and a
-pool of them that fills Triton's cache with the next configs while this process measures."""
+pool of them that fills Triton's cache with the next configs while this process measures.
+
+A worker compiles what the autotuner launches (the object under the autotuner: the @triton.jit
+function, or @triton.heuristics between them, which the worker applies as the launch would), with
+the call's arguments as stand-ins: a tensor as its dtype, shape and pointer alignment, a tensor
+descriptor rebuilt around such a stand-in, torch and Triton dtypes as themselves, and the values
+that @triton.heuristics *above* the autotuner computed in the caller (never computed again). A job
+that fails for a reason other than the config itself (the worker cannot build the call) is
+reported once, and the kernel's configs compile in the caller from then on."""
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import sys
 import threading
 from typing import Any, Callable, Mapping, Sequence
 
+from ..measure.inprocess import _COMPILE, _RESOURCE
 from ..space import Config
 from ..store import config_key
 from .configs import LAUNCH_KW, launch_kwargs
-from .keys import python_fn
+from .keys import interpreted, is_descriptor, python_fn
 
 log = logging.getLogger(__name__)
-
-
-def interpreted(fn: Any) -> bool:
-    for _ in range(16):
-        if fn is None:
-            return False
-        if type(fn).__name__ == "InterpretedFunction":
-            return True
-        fn = getattr(fn, "fn", None)
-    return False
 
 
 def compile_plan(autotuner: Any, requested: str = "auto") -> tuple[str, str]:
@@ -45,40 +45,131 @@ def compile_plan(autotuner: Any, requested: str = "auto") -> tuple[str, str]:
     obj: Any = module
     for part in qual.split("."):
         obj = getattr(obj, part, None)
-    if python_fn(obj) is not base:
+    if python_fn(obj, any_wrapper=True) is not base:  # a library's own wrapper (@libentry) counts too
         return "serial", f"{mod}.{qual} does not name this kernel"
     return "parallel", f"{mod}:{qual}"
 
 
 def _encode(v: Any) -> Any:
-    """An argument as something a worker can rebuild for a compile-only call (a tensor as its
-    dtype, which Triton's `warmup` accepts); raises TypeError when it cannot."""
-    if hasattr(v, "data_ptr") and hasattr(v, "dtype"):
-        return ("__dtype__", str(v.dtype))
+    """An argument as something a worker can rebuild for a compile-only call (JSON): a tensor as
+    its dtype, shape and pointer alignment, a tensor descriptor as its fields around such a
+    tensor, a torch or Triton dtype by name, tuples of these; raises TypeError when it cannot."""
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
-    raise TypeError(f"argument of type {type(v).__name__} cannot be sent to a compile worker")
+    if hasattr(v, "data_ptr") and hasattr(v, "dtype"):
+        shape = [int(d) for d in getattr(v, "shape", [1])]
+        return {"tensor": str(v.dtype), "shape": shape, "align": int(v.data_ptr()) % 16}
+    if is_descriptor(v):
+        import dataclasses
+
+        fields = {f.name: getattr(v, f.name) for f in dataclasses.fields(v)} if dataclasses.is_dataclass(v) else {}
+        fields.pop("base", None)
+        if any(not isinstance(x, (bool, int, float, str, list, tuple, type(None))) for x in fields.values()):
+            raise TypeError(f"a {type(v).__module__}.{type(v).__name__} argument cannot be sent to a compile worker")
+        return {"descriptor": f"{type(v).__module__}:{type(v).__qualname__}", "base": _encode(v.base),
+                "fields": {k: list(x) if isinstance(x, tuple) else x for k, x in fields.items()}}
+    kind = type(v)
+    if kind.__name__ == "dtype" and kind.__module__ == "torch":
+        return {"torch_dtype": str(v).replace("torch.", "")}
+    if kind.__name__ == "dtype" and kind.__module__.startswith("triton"):
+        return {"tl_dtype": str(v)}
+    if isinstance(v, (tuple, list)):
+        return {"tuple": [_encode(x) for x in v]}
+    raise TypeError(f"an argument of type {kind.__name__} cannot be sent to a compile worker")
 
 
 def _decode(v: Any) -> Any:
-    if isinstance(v, (tuple, list)) and len(v) == 2 and v[0] == "__dtype__":  # JSON turns tuples to lists
+    if not isinstance(v, dict):
+        return v
+    if "tensor" in v:
+        import torch
+        from triton.runtime.jit import MockTensor
+
+        class StandIn(MockTensor):  # Triton's own stand-in, with the tensor's alignment
+            def __init__(self, dtype: Any, shape: Any, align: int):
+                super().__init__(dtype, list(shape))
+                self.align = align
+
+            def data_ptr(self) -> int:  # type: ignore[override]
+                return self.align
+
+        return StandIn(getattr(torch, v["tensor"].replace("torch.", "")), v["shape"], v["align"])
+    if "descriptor" in v:
+        import importlib
+
+        mod, qual = v["descriptor"].split(":")
+        cls: Any = importlib.import_module(mod)
+        for part in qual.split("."):
+            cls = getattr(cls, part)
+        return cls(_decode(v["base"]), **v["fields"])
+    if "torch_dtype" in v:
         import torch
 
-        return getattr(torch, v[1].replace("torch.", ""))
+        return getattr(torch, v["torch_dtype"])
+    if "tl_dtype" in v:
+        import triton.language as tl
+
+        return tl.dtype(v["tl_dtype"])
+    if "tuple" in v:
+        return tuple(_decode(x) for x in v["tuple"])
     return v
 
 
+def _launched(obj: Any) -> tuple[Any, Any]:
+    """(autotuner, what it launches) in the chain from `obj` (a module-level name: the autotuner,
+    a @triton.heuristics or a library's wrapper above it): the object under the autotuner."""
+    from triton.runtime.autotuner import Autotuner
+
+    for _ in range(16):
+        if isinstance(obj, Autotuner):  # Triton's, a library's subclass, or abductune's
+            return obj, obj.fn
+        nxt = getattr(obj, "fn", None)
+        if nxt is None or inspect.isfunction(nxt):
+            break
+        obj = nxt
+    return None, obj
+
+
+def _config_pre_hook(tuner: Any, config: Mapping[str, Any]) -> Any:
+    """The list config's own pre_hook for `config` (else the list's first hook: hooks such as
+    setting descriptors' block shapes from the tile are the same for the whole list)."""
+    hooked = [c for c in getattr(tuner, "configs", ()) if getattr(c, "pre_hook", None) is not None]
+    for c in hooked:
+        if {**c.kwargs, **{k: getattr(c, k, None) for k in config if k not in c.kwargs}} == dict(config):
+            return c.pre_hook
+    return hooked[0].pre_hook if hooked else None
+
+
 def _warm_worker(target: str, args: list[Any], kwargs: dict[str, Any], config: dict[str, Any]) -> None:
-    """In a worker process: compile one config (Triton's `warmup`), filling Triton's cache."""
+    """In a worker process: compile one config (a launch with warmup=True), filling Triton's
+    cache: the arguments are stand-ins, the kwargs hold what heuristics above the autotuner
+    computed in the caller, and heuristics below it run here as the launch runs them. The
+    config's pre_hook runs first on the stand-ins, as before the real launch (Liger and Triton's
+    TMA tutorials set the descriptors' block shapes there); one that cannot (it zeroes a tensor)
+    is skipped."""
     import importlib
 
     mod, qual = target.split(":")
     obj: Any = importlib.import_module(mod)
     for part in qual.split("."):
         obj = getattr(obj, part)
-    while type(obj).__name__ == "Autotuner":  # ours or Triton's: compile what it wraps
-        obj = obj.fn
-    obj.warmup(*[_decode(a) for a in args], grid=(1,), **{k: _decode(v) for k, v in kwargs.items()}, **config)
+    tuner, fn = _launched(obj)
+    a = [_decode(x) for x in args]
+    kw = {k: _decode(v) for k, v in kwargs.items()}
+    hook = _config_pre_hook(tuner, config) if tuner is not None else None
+    if hook is not None:
+        try:
+            hook({**dict(zip(getattr(fn, "arg_names", ()), a)), **kw, **config})
+        except Exception:  # noqa: BLE001 - a hook that needs real tensors; the launch may still compile
+            pass
+    fn.run(*a, grid=(1,), warmup=True, **kw, **config)
+
+
+def _config_error(e: BaseException) -> bool:
+    """Whether a compile job failed because of its config (it does not compile, or needs more
+    than the GPU has): the caller's own launch fails alike. Else the worker could not build the
+    call, and the caller compiles the config itself."""
+    return any(k.__name__ in _COMPILE | _RESOURCE for k in type(e).__mro__)
 
 
 def compile_server() -> None:
@@ -101,7 +192,7 @@ def compile_server() -> None:
             _warm_worker(job["target"], job["args"], job["kwargs"], job["config"])
             out: dict[str, Any] = {"ok": True}
         except Exception as e:  # noqa: BLE001 - reported to the caller, who compiles it itself
-            out = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000]}
+            out = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000], "config_error": _config_error(e)}
         answer.write(json.dumps(out) + "\n")
         answer.flush()
 
@@ -190,31 +281,55 @@ def compile_pool() -> CompilePool:
         return _POOL
 
 
-def parallel_warm(target: str, args: Sequence[Any], kwargs: Mapping[str, Any]) -> Callable[[list[Config]], None] | None:
+def parallel_warm(target: str, args: Sequence[Any], kwargs: Mapping[str, Any],
+                  on_broken: Callable[[str], None] | None = None) -> Callable[[list[Config]], None] | None:
     """A `warm(configs)` that hands each config to a compile worker and returns at once: the
     measuring loop goes on in this process, and each config's first launch finds Triton's
     cache filled by a worker, or compiles it here if the worker is not done (so a pool that
-    is still starting never makes the first call slower than compiling serially)."""
+    is still starting never makes the first call slower than compiling serially).
+
+    A job that fails for its config (a compile error) is that config's: its launch here fails
+    alike. A job that fails otherwise means the workers cannot compile this kernel: it is
+    reported once (a warning naming the error), no further config is sent, `on_broken(why)` is
+    told, and every config compiles in this process at its launch (the failed one included)."""
     try:
         a = [_encode(x) for x in args]
         kw = {k: _encode(v) for k, v in kwargs.items() if k not in LAUNCH_KW}
     except TypeError as e:
-        log.info("compiling serially: %s", e)
+        log.info("%s: compiling serially: %s", target, e)
         return None
+    broken: list[str] = []
 
     def done(f: Any) -> None:
-        err = f.exception() or (None if f.result().get("ok") else f.result().get("error"))
-        if err:  # the config's own launch reports the error
-            log.debug("compile worker: %s", err)
+        if f.cancelled():
+            return
+        err = f.exception()
+        res = None if err is not None else f.result()
+        if err is None and res.get("ok"):
+            return
+        if err is None and res.get("config_error"):  # the config's own launch reports it
+            log.debug("compile worker: %s", res.get("error"))
+            return
+        why = str(err) if err is not None else str(res.get("error"))
+        if not broken:
+            broken.append(why)
+            log.warning("compile workers cannot compile %s (%s); its configs compile in this process instead",
+                        target, why.splitlines()[0] if why else "no answer")
+            if on_broken is not None:
+                on_broken(why)
 
     submitted: set[str] = set()
 
     def warm(configs: list[Config]) -> None:
+        if broken:
+            return
         pool = compile_pool()
         if not pool.ready:  # still starting: this config compiles here, later ones may not
             return
         for c in configs:
             k = config_key(c)
+            if broken:
+                return
             if k not in submitted:
                 submitted.add(k)
                 job = {"target": target, "args": a, "kwargs": kw, "config": launch_kwargs(c)}

@@ -65,6 +65,64 @@ def space_from_configs(configs: Sequence[Any], name: str = "") -> Space:
     return Space(params, name=name)
 
 
+# what growth beyond the list's hull may move: tiles, warps, stages, the program grouping (roles
+# that change how work is split, never what is computed); a parameter with another role or none
+# (a chunk length the algorithm depends on, a split that changes rounding) keeps the list's values
+_GROWS = ("tile", "warps", "stages", "group")
+_WARPS_MAX = 32  # 1024 threads of 32 lanes, the most a block can have
+_STAGES_MAX = 8
+
+
+def grows(p: Param) -> bool:
+    """Whether growth beyond the hull moves `p`: an ordered integer parameter whose role is a
+    tile, warps, stages or the grouping."""
+    ints = all(isinstance(v, int) and not isinstance(v, bool) for v in p.values)
+    return p.ordered and ints and bool(p.role) and p.role.split(":")[0] in _GROWS
+
+
+def _beyond(p: Param, steps: int) -> list[int]:
+    """`steps` values beyond each end of `p` along its role: tiles, warps and the grouping x2
+    and /2 (powers of two), stages +1 and -1, within what can launch."""
+    lo, hi = min(p.values), max(p.values)
+    pow2 = all(v > 0 and v & (v - 1) == 0 for v in p.values)
+    top = _WARPS_MAX if p.role == "warps" else _STAGES_MAX if p.role == "stages" else None
+    out = []
+    for i in range(1, steps + 1):
+        if pow2 and p.role != "stages":
+            down, up = lo >> i, hi << i
+        else:
+            down, up = lo - i, hi + i
+        if down >= 1:
+            out.append(down)
+        if top is None or up <= top:
+            out.append(up)
+    return out
+
+
+def with_values(p: Param, extra: Sequence[int]) -> Param:
+    """`p` with `extra` values added (same name, role and default)."""
+    add = [v for v in extra if not p.contains(v)]
+    if not add:
+        return p
+    vals = sorted(set(p.values) | set(add))
+    if all(v > 0 and v & (v - 1) == 0 for v in vals) and all(b == 2 * a for a, b in zip(vals, vals[1:])):
+        return Pow2(p.name, vals[0], vals[-1], role=p.role, default=p.default)
+    if all(b == a + 1 for a, b in zip(vals, vals[1:])):
+        return IntRange(p.name, vals[0], vals[-1], role=p.role, default=p.default)
+    return ChoiceParam(p.name, vals, role=p.role, default=p.default)
+
+
+def grow_space(space: Space, steps: int = 1) -> Space:
+    """A config list is a hint, not a cage: `space` (grown around a list) with every ordered
+    parameter whose role is a tile, warps, stages or the grouping extended `steps` values beyond
+    each end (tiles x2 and /2, warps x2 and /2 up to 32, stages +1 and -1). What cannot launch on
+    a problem's hardware is pruned when measuring (the resource model), as is what the kernel's
+    own `early_config_prune` rejects. `steps=1` is what `budget=` searches; the theory store's
+    predictions are read on a wider grown space (`theory_values`)."""
+    params = [with_values(p, _beyond(p, steps)) if grows(p) else p for p in space.params]
+    return Space(params, space.constraints, space.constants, name=space.name)
+
+
 def fill_options(space: Space, d: Mapping[str, Any]) -> dict[str, Any]:
     """A list config as a full config of `space` (options it leaves out at their defaults)."""
     return {n: d.get(n, OPTIONS.get(n)) for n in space.names}

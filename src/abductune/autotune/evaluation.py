@@ -10,10 +10,10 @@ from ..errors import AbductuneError
 from ..measure.base import Evaluator
 from ..measure.inprocess import InProcessEvaluator, Launch, bench_timer, wall_clock_bench
 from ..problem import Problem
-from ..space import Config
-from .compiling import interpreted
+from ..space import Config, Space
+from ..theory.resources import infeasible
 from .configs import LAUNCH_KW, launch_kwargs, triton_config
-from .keys import dtype_name
+from .keys import dtype_name, interpreted
 
 PRINT_ENV = "ABDUCTUNE_PRINT_AUTOTUNING"
 
@@ -24,21 +24,27 @@ def printing() -> bool:
 
 
 def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, nargs: dict[str, Any],
-                   saved: Mapping[str, Any]) -> Evaluator:
-    """The caller's call as an evaluator: one Launch per config, the hooks around it
-    (with isolate=True, the same built in a worker process on copies of the arguments)."""
-    prune: Callable[[Config], str | None] | None = None
-    if tuner.early_config_prune is not None:
-        def user_prune(cfg: Config) -> str | None:
-            if "impl" in cfg or any(cfg == d for d in tuner._list):
-                return None  # the list was pruned before it became the seeds
-            kept = tuner.early_config_prune([triton_config(cfg)], dict(nargs), **kwargs)
-            return None if kept else "early_config_prune rejected it"
-        prune = user_prune
+                   saved: Mapping[str, Any], space: Space | None = None) -> Evaluator:
+    """The caller's call as an evaluator over `space` (the autotuner's, or a missed key's own):
+    one Launch per config, the hooks around it (with isolate=True, the same built in a worker
+    process on copies of the arguments). A config beyond the list is measured only when the
+    resource model sees no reason it cannot launch and the kernel's `early_config_prune` keeps it."""
+    space = tuner.space if space is None else space
+
+    def prune(cfg: Config) -> str | None:
+        if "impl" in cfg or any(cfg == d for d in tuner._list):
+            return None  # the list was pruned before it became the seeds
+        why = infeasible(problem, space, cfg)
+        if why:
+            return f"the resource model: {why}"
+        if tuner.early_config_prune is not None and not tuner.early_config_prune(
+                [triton_config(cfg)], dict(nargs), **kwargs):
+            return "early_config_prune rejected it"
+        return None
     if tuner.isolate:
         from .isolation import evaluator_for
 
-        return evaluator_for(tuner, problem, args, kwargs, nargs, prune)
+        return evaluator_for(tuner, problem, args, kwargs, nargs, prune, space)
     call_kw = {k: v for k, v in kwargs.items() if k not in LAUNCH_KW}
 
     def launch(cfg: Config) -> Launch:
@@ -74,7 +80,7 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
             return None
         check = compare
     timer, retimer = timers(tuner)
-    return InProcessEvaluator(problem, tuner.space, launch, timer, check=check, prune=prune,
+    return InProcessEvaluator(problem, space, launch, timer, check=check, prune=prune,
                               remeasure_timer=retimer, verbose=printing())
 
 

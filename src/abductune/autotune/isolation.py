@@ -10,7 +10,7 @@ from typing import Any, Callable, Mapping
 
 from ..measure.isolated import IsolatedEvaluator, encode, importable, kernel_target
 from ..problem import Problem
-from ..space import Config
+from ..space import Config, Space
 from .configs import launch_kwargs
 
 # the worker process's entry point (module:function): it rebuilds the autotuner around the call
@@ -70,7 +70,7 @@ def trials(tuner: Any, nargs: Mapping[str, Any], kwargs: Mapping[str, Any]) -> C
 
 
 def evaluator_for(tuner: Any, problem: Problem, args: tuple, kwargs: Mapping[str, Any], nargs: Mapping[str, Any],
-                  prune: Callable[[Config], str | None] | None) -> IsolatedEvaluator:
+                  prune: Callable[[Config], str | None] | None, space: Space | None = None) -> IsolatedEvaluator:
     """The isolated evaluator of one call of `tuner` (whose `worker_spec` was checked)."""
     memo: dict = {}
     names = list(tuner.arg_names)
@@ -82,5 +82,5 @@ def evaluator_for(tuner: Any, problem: Problem, args: tuple, kwargs: Mapping[str
         device = torch.cuda.current_device()  # the caller's current device, where Triton launches
     setup = {**worker_spec(tuner), "problem": problem, "args": enc_args, "kwargs": enc_kw,
              "warmup": kwargs.get("warmup", False), "device": device}
-    return IsolatedEvaluator(problem, tuner.space, setup, trials(tuner, nargs, kwargs), entry=WORKER_ENTRY,
-                             prune=prune, timeout_s=tuner.isolate_timeout_s)
+    return IsolatedEvaluator(problem, tuner.space if space is None else space, setup, trials(tuner, nargs, kwargs),
+                             entry=WORKER_ENTRY, prune=prune, timeout_s=tuner.isolate_timeout_s)

@@ -10,6 +10,7 @@ import inspect
 import logging
 import numbers
 import os
+import sys
 import textwrap
 import threading
 import time
@@ -69,6 +70,17 @@ def key_value(v: Any, name: str = "") -> Any:
                              f"{len(str(v))} characters of text; key on ints, strings, dtypes or tensors "
                              "(a tensor is keyed by its shape and dtype), or drop it from key=")
     return v
+
+
+def triton_key(arg_names: Sequence[str], keys: Sequence[str], nargs: Mapping[str, Any],
+               kwargs: Mapping[str, Any]) -> tuple:
+    """The key Triton's `Autotuner.run` files a call under in `cache`: the key arguments' values,
+    then the text of every argument's dtype (a tensor named in key stands as its shape and dtype,
+    so the cache never holds a caller's tensor)."""
+    every = {k: v for k, v in {**nargs, **kwargs}.items() if k in arg_names}
+    out = [every[k] if not hasattr(every[k], "data_ptr") else key_value(every[k], k) for k in keys if k in every]
+    out += [str(v.dtype) for v in every.values() if hasattr(v, "dtype")]
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- identity
@@ -181,19 +193,81 @@ def open_store(spec: Any) -> Store:
         return _STORES[path]
 
 
-_HW: dict[str, HardwareInfo] = {}
+_HW: dict[Any, HardwareInfo] = {}
+INTERPRETER = HardwareInfo(name="cpu-interpreter", vendor="cpu")
 
 
-def _hardware(tensor: Any) -> HardwareInfo:
-    """The device the caller's tensors live on (cached per device type)."""
-    kind = getattr(getattr(tensor, "device", None), "type", "cpu")
+def interpreted(fn: Any) -> bool:
+    """Whether the kernel under `fn` (through any wrappers) runs in Triton's interpreter
+    (TRITON_INTERPRET=1 when Triton was imported): its JIT object is an InterpretedFunction."""
+    for _ in range(16):
+        if fn is None:
+            return False
+        if type(fn).__name__ == "InterpretedFunction":
+            return True
+        fn = getattr(fn, "fn", None)
+    return False
+
+
+def is_descriptor(v: Any) -> bool:
+    """A tensor descriptor (triton.tools.tensor_descriptor.TensorDescriptor, Gluon's): an object
+    whose `.base` is the tensor it describes, with a block shape."""
+    return type(v).__name__ == "TensorDescriptor" and hasattr(v, "base") and hasattr(v, "block_shape")
+
+
+def tensor_of(v: Any) -> Any:
+    """The tensor an argument carries: itself when it is tensor-like (a dtype and a data
+    pointer: torch tensors, Triton's MockTensor, stand-ins), a descriptor's base; else None."""
+    if hasattr(v, "dtype") and hasattr(v, "data_ptr"):
+        return v
+    if is_descriptor(v):
+        base = v.base
+        return base if hasattr(base, "dtype") else None
+    return None
+
+
+def _cuda_hardware(index: int | None) -> HardwareInfo | None:
+    """The CUDA device `index` (the current device when None) as a HardwareInfo, or None where
+    no CUDA device is visible."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        try:
+            import torch
+        except ImportError:
+            return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        index = torch.cuda.current_device() if index is None else int(index)
+    except Exception:  # noqa: BLE001 - no usable CUDA runtime: not a CUDA machine
+        return None
+    if ("cuda", index) not in _HW:
+        from ..hardware import lookup
+
+        props = torch.cuda.get_device_properties(index)
+        known = lookup(props.name, strict=False)
+        cc = (props.major, props.minor)
+        _HW["cuda", index] = (HardwareInfo(props.name, "nvidia", cc, props.multi_processor_count,
+                                           l2_bytes=getattr(props, "L2_cache_size", 0)) if known is None else
+                              known.with_measured(sms=props.multi_processor_count, compute_capability=cc))
+    return _HW["cuda", index]
+
+
+def hardware_of(tensor: Any, interpreting: bool) -> HardwareInfo:
+    """The hardware a call runs on: Triton's interpreter when the kernel is interpreted (whatever
+    device its tensors name), else the device of its first tensor (a CUDA tensor: that GPU), else
+    the current CUDA device; never the interpreter for a kernel that runs on a GPU."""
+    if interpreting:
+        return INTERPRETER
+    dev = getattr(tensor, "device", None)
+    kind = getattr(dev, "type", None)
+    if kind in ("cuda", None, "cpu", "meta"):
+        hw = _cuda_hardware(getattr(dev, "index", None) if kind == "cuda" else None)
+        if hw is not None:
+            return hw
+    kind = kind or "cpu"
     if kind not in _HW:
-        if kind == "cuda":
-            from ..hardware import local_hardware
-
-            _HW[kind] = local_hardware()
-        else:
-            _HW[kind] = HardwareInfo(name=f"{kind}-interpreter" if kind == "cpu" else kind, vendor=kind)
+        _HW[kind] = HardwareInfo(name=kind, vendor=kind)
     return _HW[kind]
 
 
@@ -221,14 +295,14 @@ def key_problem(tuner: Any, nargs: Mapping[str, Any], kwargs: Mapping[str, Any])
             dtypes[f"key:{name}"] = str(v)
     tensor = None
     for name in tuner.arg_names:
-        a = every.get(name)
-        if hasattr(a, "dtype") and hasattr(a, "data_ptr"):
-            dtypes[name] = dtype_name(a.dtype)
-            tensor = tensor if tensor is not None else a
+        t = tensor_of(every.get(name))  # a tensor, or the tensor a descriptor describes
+        if t is not None:
+            dtypes[name] = dtype_name(t.dtype)
+            tensor = tensor if tensor is not None else t
     if tuner._source_hash is None:
         tuner._source_hash = kernel_source_hash(tuner.fn)
     p = Problem(kernel=tuner.name, kernel_class=tuner.kernel_class or "other", dims=dims, dtypes=dtypes,
-                hardware=_hardware(tensor), source_hash=tuner._source_hash)
+                hardware=hardware_of(tensor, interpreted(tuner.fn)), source_hash=tuner._source_hash)
     if tuner.kernel_class is None:
         from ..classify import infer_kernel_class
 
