@@ -18,6 +18,7 @@ per shape, winner(abductune_b16) <= 1.03 x the recorded best re-timed beside it.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import shutil
@@ -322,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child-shapes", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-deadline", type=float, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    faulthandler.enable()  # a launch that kills the process says where (a crash is not an exception)
     if a.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":  # must be set before triton loads
         os.execve(sys.executable, [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])],
                   {**os.environ, "TRITON_INTERPRET": "1"})
