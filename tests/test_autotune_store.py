@@ -167,6 +167,11 @@ def test_parallel_compile_decision_and_worker(caplog):
     compiled = SimpleNamespace(fn=SimpleNamespace(fn=k.base_fn), base_fn=k.base_fn)
     assert compile_plan(compiled) == ("parallel", "autotune_kernels.matmul:matmul_kernel")
     assert compile_plan(compiled, "serial")[0] == "serial"
+    # built over a wrapper made where it is called (triton.heuristics(...)(kernel)) while the
+    # module names the bare kernel: a worker would compile it without the wrapper's values
+    wrapped = SimpleNamespace(fn=SimpleNamespace(fn=SimpleNamespace(fn=k.base_fn)), base_fn=k.base_fn)
+    plan = compile_plan(wrapped)
+    assert plan[0] == "serial" and "cannot rebuild" in plan[1], plan
     ns: dict = {"__name__": "__main__"}
     exec("def script_kernel(x, BLOCK):\n    pass\n", ns)
     main_kernel = Autotuner(ns["script_kernel"], ["x", "BLOCK"], [triton.Config({"BLOCK": 16}),

@@ -21,7 +21,6 @@ import argparse
 import faulthandler
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -378,9 +377,8 @@ def main(argv: list[str] | None = None) -> int:
                     break
             kr: dict[str, Any] = {"variants": results}
             if {"triton", "abductune_b16"} <= set(results):
-                for v in VARIANTS:  # the variants' compiles: re-timing compiles only what none of them did
-                    if (t / f"triton-{kernel}-{v}").is_dir():
-                        shutil.copytree(t / f"triton-{kernel}-{v}", t / "triton-retime", dirs_exist_ok=True)
+                # the re-timing compiles its candidates itself: binaries copied in from the variants'
+                # caches (some built by compile-only workers) crashed the loader on the H100
                 kr["rows"] = retime(kernel, results, a.device, max(kernel_end, time.time() + 5))
             doc["kernels"][kernel] = kr
             out_path.write_text(json.dumps(doc, indent=1))

@@ -26,6 +26,7 @@ The package, one concept a module (the mechanism reads in autotuner.py, as Trito
 `runtime/autotuner.py`):
 
 - autotuner.py: the `Autotuner` and its call path (hit, miss, store, tune), and `autotune()`;
+- arguments.py: the decorator's arguments, checked and set on an `Autotuner` when it is built;
 - keys.py: key values and buckets, the kernel's source hash, the Problem and store context of
   a missed key, and the claim that lets one process tune it;
 - configs.py: `triton.Config` <-> space configs, the space grown around a config list;

@@ -7,7 +7,8 @@ dict lookup); `Autotuner._miss` builds the Problem and Context (keys.py), reads 
 (evaluation.py: an `InProcessEvaluator` on the caller's tensors, or with isolate=True a
 measuring worker, isolation.py), so every measurement is stored and the winner is judged in one
 place (session.py). What a key launches is a `Choice` (choices.py); configs and spaces convert
-in configs.py; worker processes fill Triton's cache (compiling.py).
+in configs.py; worker processes fill Triton's cache (compiling.py); the decorator's arguments are
+checked and set when an Autotuner is built (arguments.py).
 
 It is a subclass of Triton's own `Autotuner` and keeps its attributes and call protocol (`fn`,
 `configs`, `keys`, `cache`, `best_config`, `configs_timings`, `nargs`, `run`, `warmup`,
@@ -22,7 +23,6 @@ import logging
 import math
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import triton
@@ -36,13 +36,13 @@ from ..search.base import Seed
 from ..session import Session, SessionResult
 from ..space import Config, Space
 from ..store import Context, Store, config_key
+from .arguments import NOTHING_TO_TUNE, check_arguments, key_spec, set_hooks, set_options, set_space
 from .choices import Choice, key_space, observed_prediction, pick, theory_prediction, theory_predictions
 from .compiling import compile_plan, compile_pool, parallel_warm
-from .configs import (LAUNCH_KW, OPTIONS, config_dict, fill_options, grow_space, launch_kwargs, space_from_configs,
-                      triton_config)
+from .configs import LAUNCH_KW, OPTIONS, config_dict, fill_options, launch_kwargs, triton_config
 from .evaluation import call_evaluator, printing
-from .keys import (bucket_function, key_problem, key_value, open_store, python_fn, triton_key,
-                   triton_toolchain, tuning_lock, why_missed)
+from .keys import (key_problem, key_value, open_store, python_fn, triton_key, triton_toolchain, tuning_lock,
+                   why_missed)
 from .record import write_record
 
 log = logging.getLogger(__name__)
@@ -52,11 +52,6 @@ try:  # what a descriptor argument is keyed by: the dtype of the tensor it descr
     _DESCRIPTORS: tuple[type, ...] = (_TensorDescriptor,)
 except ImportError:  # pragma: no cover - Triton before descriptors
     _DESCRIPTORS = ()
-
-# an empty list searches nothing and launches with no meta-parameters: refused when decorating
-_NOTHING_TO_TUNE = ("@abductune.autotune with {what} has nothing to tune: give at least one triton.Config "
-                    "(triton.Config({{}}) launches with Triton's defaults), or space= to search (budget= "
-                    "alone gives no space)")
 
 
 class Autotuner(TritonAutotuner):
@@ -113,118 +108,30 @@ class Autotuner(TritonAutotuner):
                compile: str = "auto", judge: bool = True, name: str | None = None,
                kernel_class: str | None = None, wait_timeout_s: float = 3600.0, isolate: bool = False,
                isolate_timeout_s: float = 120.0, database: Any = None, record: Any = None) -> None:
+        """`__init__`'s work: the arguments checked and set (arguments.py), then the call path's state."""
         self.fn = fn
         self.base_fn = python_fn(fn, any_wrapper=True)
-        if self.base_fn is None:
-            raise AbductuneError(f"@abductune.autotune decorates a @triton.jit function, got {fn!r}")
         self.arg_names = list(arg_names)
-        if configs is not None and not list(configs) and space is None:
-            raise AbductuneError(_NOTHING_TO_TUNE.format(what="configs=[]"))
+        check_arguments(fn, self.base_fn, self.arg_names, configs, key, reset_to_zero, restore_value, space=space,
+                        on_miss=on_miss, compile=compile, isolate=isolate, isolate_timeout_s=isolate_timeout_s)
         self.configs = list(configs) if configs else ([] if space is not None else [triton.Config({})])
         self.keys = list(key or ())
         self.nargs: dict[str, Any] | None = None
         self.restore_copies: dict[str, Any] = {}  # Triton's; a subclass's hooks may keep copies here
         self.reset_to_zero = list(reset_to_zero or ())
         self.restore_value = list(restore_value or ())
-        # like Triton >= 3.9: a misspelt name would silently never re-tune; say so now
-        for what, names in (("key", self.keys), ("reset_to_zero", self.reset_to_zero),
-                            ("restore_value", self.restore_value)):
-            unknown = [n for n in names if n not in self.arg_names]
-            if unknown:
-                raise AbductuneError(f"{what} names {', '.join(unknown)}, which are not arguments of "
-                                     f"{self.base_fn.__name__}; its arguments are {', '.join(self.arg_names)}")
-        if on_miss not in ("tune", "predict"):
-            raise AbductuneError(f"on_miss={on_miss!r}: use 'tune' (block and tune) or 'predict' (serve a "
-                                 "prediction at once and tune in the background)")
-        if compile not in ("auto", "serial", "parallel"):
-            raise AbductuneError(f"compile={compile!r}: use 'auto', 'parallel' or 'serial'")
-        if not isinstance(isolate, bool):
-            raise AbductuneError(f"isolate={isolate!r}: use True (measure in a worker process) or False")
-        if isinstance(isolate_timeout_s, bool) or not isinstance(isolate_timeout_s, (int, float)) \
-                or not isolate_timeout_s > 0:
-            raise AbductuneError(f"isolate_timeout_s={isolate_timeout_s!r}: seconds per config, a number > 0")
-        self.name = name or self.base_fn.__name__
-        self.kernel_class = kernel_class
-        self.on_miss = on_miss
-        self.search_strategy = strategy  # not `strategy`: a library's subclass may use that name (FlagGems' LibTuner)
-        self.strategy_options = dict(strategy_options or {})
-        self.seed = seed
-        self._tk: str | None = None
-        self._tune_key()  # an unknown strategy or option fails here, not at the first launch
-        self.budget = budget if budget is None or isinstance(budget, Budget) else Budget(budget)
-        self.reference = reference
-        self.reference_tol = reference_tol
-        self.store_spec = store
-        self.cache_results = cache_results  # accepted for Triton compatibility: the store always persists
-        self.perf_model = self.early_config_prune = None
-        self.implementations = dict(implementations or {})
-        self.compile = compile
-        self.judge = judge
-        self.wait_timeout_s = wait_timeout_s
-        self.isolate = isolate
-        self.isolate_timeout_s = float(isolate_timeout_s)
-        self.database = database  # observed-heuristics database: a path, a Database, None (packaged)
-        if database is not None:
-            from ..heuristics.observed import load_database
-
-            self.database = load_database(database)  # a bad path fails here, not at the first miss
-        self._isolatable = False  # checked at the first key that must be tuned
-
-        # hooks: Triton's semantics (a user hook replaces the default one)
-        self.user_defined_pre_hook = pre_hook is not None
-        self.user_defined_post_hook = post_hook is not None
-        self.pre_hook = pre_hook or self._default_pre_hook
-        self.post_hook = post_hook
-        self.configs_top_k: float | int = 1.0
-        if prune_configs_by:
-            self.perf_model = prune_configs_by.get("perf_model")
-            self.configs_top_k = prune_configs_by.get("top_k", 1.0)
-            self.early_config_prune = prune_configs_by.get("early_config_prune")
-
-        # timing: an injected timer(config, launch), else do_bench (Triton's, or warmup/rep's)
-        self._timer = timer
-        self._do_bench = do_bench
-        self.num_warmups, self.num_reps, self.use_cuda_graph = warmup, rep, use_cuda_graph
-        if warmup is not None or rep is not None or use_cuda_graph:
-            import warnings
-
-            warnings.warn("warmup, rep and use_cuda_graph are deprecated in triton.autotune; pass do_bench",
-                          DeprecationWarning, stacklevel=3)
-
-        # the space: given, or grown around the list (whose configs are the seeds); with a budget
-        # and no record mode, one step beyond the list's hull along roles (configs.grow_space), and
-        # per key the theory store's predicted values beyond that (choices.key_space)
-        self.space = space if space is not None else space_from_configs(self.configs, self.name)
-        self._grown = space is None
-        self._beyond = self._grown and budget is not None and not record
-        if self._beyond:
-            self.space = grow_space(self.space)
-        self._list = [self._as_space_config(c) for c in self.configs]
-        # record mode (`abductune sweep --call`): a key that must be tuned measures the whole
-        # space instead (or a fixed sample past 1,000 valid configs, with the list in it) and
-        # writes it as a dataset under `record`/<kernel>/, as `abductune sweep` does for a spec
-        self.record = Path(record) if record else None
-        self.recorded: list[Path] = []  # datasets written in record mode
-        self._record_sample: dict[str, Any] | None = None
-        if self.record is not None:
-            from ..sweep import sample_configs
-
-            todo, self._record_sample = sample_configs(self.space, self._list)
-            self.search_strategy, self.strategy_options = "fixed", {"configs": todo}
-            self.budget, self.on_miss, self._tk = Budget(len(todo)), "tune", None
-            self._tune_key()
+        set_options(self, name=name, kernel_class=kernel_class, on_miss=on_miss, strategy=strategy,
+                    strategy_options=strategy_options, seed=seed, budget=budget, reference=reference,
+                    reference_tol=reference_tol, store=store, cache_results=cache_results,
+                    implementations=implementations, compile=compile, judge=judge, wait_timeout_s=wait_timeout_s,
+                    isolate=isolate, isolate_timeout_s=isolate_timeout_s, database=database)
+        # hooks, prune_configs_by and timing (Triton's attributes); the space grown around the list
+        # (its configs are the seeds) and record mode; the key spec the hit path reads
+        set_hooks(self, pre_hook, post_hook, prune_configs_by, timer, do_bench, warmup, rep, use_cuda_graph)
+        set_space(self, space, budget, record)
         self._hooks = [(d, getattr(c, "pre_hook", None)) for d, c in zip(self._list, self.configs)]
-        for d in self._list:
-            clash = set(d) & set(LAUNCH_KW)
-            if clash:
-                raise AbductuneError(f"config {d} sets {', '.join(clash)}, which the launch itself passes")
         self._buckets_given = bucket is not None
-        bad = [n for n in (bucket if isinstance(bucket, Mapping) else {}) if n not in self.keys]
-        if bad:
-            raise AbductuneError(f"bucket names {', '.join(bad)}, which are not in key={self.keys}")
-        self._key_spec = [(self.arg_names.index(n), n,
-                           bucket_function(bucket.get(n) if isinstance(bucket, Mapping) else bucket, n))
-                          for n in self.keys]
+        self._key_spec = key_spec(self._list, self.arg_names, self.keys, bucket)
         # one config, no search, no alternatives: Triton launches it without tuning; so do we
         self._single: Choice | None = None
         if len(self._list) == 1 and self._grown and not self.implementations and self.budget is None:
@@ -674,7 +581,7 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
     `abductune sweep --call` sets through `patch_triton`).
     """
     if isinstance(configs, (list, tuple, type(None))) and not configs and options.get("space") is None:
-        raise AbductuneError(_NOTHING_TO_TUNE.format(what="no configs" if configs is None else "configs=[]"))
+        raise AbductuneError(NOTHING_TO_TUNE.format(what="no configs" if configs is None else "configs=[]"))
 
     def decorator(fn: Any) -> Autotuner:
         arg_names = getattr(fn, "arg_names", None)

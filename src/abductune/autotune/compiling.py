@@ -47,6 +47,12 @@ def compile_plan(autotuner: Any, requested: str = "auto") -> tuple[str, str]:
         obj = getattr(obj, part, None)
     if python_fn(obj, any_wrapper=True) is not base:  # a library's own wrapper (@libentry) counts too
         return "serial", f"{mod}.{qual} does not name this kernel"
+    tuner, under = _launched(obj)
+    if tuner is None and under is not autotuner.fn and not inspect.isfunction(getattr(autotuner.fn, "fn", None)):
+        # the name is the bare kernel, and the autotuner was built over a wrapper of it where it is
+        # called (triton.heuristics(...)(kernel)): a worker would compile the kernel without it
+        return "serial", (f"{mod}.{qual} is the kernel without the {type(autotuner.fn).__name__} this autotuner "
+                          "launches, which worker processes cannot rebuild")
     return "parallel", f"{mod}:{qual}"
 
 
