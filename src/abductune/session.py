@@ -109,7 +109,8 @@ class Session:
                  seeds: Iterable[Mapping[str, Any] | Seed] = (), store: Store | str | None = None,
                  toolchain: Mapping[str, Any] | str = "", batch_size: int = 8, resume: bool = True,
                  share: bool = True, judge: bool = True, heuristics: Sequence[Any] = (),
-                 wait_timeout_s: float = 3600.0):
+                 wait_timeout_s: float = 3600.0,
+                 theory_evidence: Callable[[Context], Mapping[str, tuple[int, int, int]]] | None = None):
         self.evaluator = evaluator
         self.problem = evaluator.problem
         self.space = evaluator.space
@@ -127,6 +128,10 @@ class Session:
         self.judge_enabled = judge
         self.heuristics = list(heuristics)
         self.wait_timeout_s = wait_timeout_s
+        # where the run's theory-evidence prior comes from (default: the store's tallies now); a
+        # fleet gives its searches the tallies as they were when it started, so the order in
+        # which its shapes finish changes no search
+        self.theory_evidence = theory_evidence
         self.tune_key = tune_key(self.strategy, self.options)
         self.run_id: int | None = None
         self.timing: dict[str, float] = {}
@@ -162,14 +167,30 @@ class Session:
             return self._put(ms, kind)
         mine = self.store.claim(self.context, configs, self.run_id) if self.share else [True] * len(configs)
         todo = [c for c, m in zip(configs, mine) if m]
-        t0 = time.perf_counter()
-        got = self.evaluator.evaluate(todo) if todo else []
-        self._add_time("measure", t0)
-        rows = iter(self._put(got, kind))
+        rows = iter(self._evaluate(todo, kind))
         out: list[Measurement | None] = [next(rows) if m else None for m in mine]
         for i, c in enumerate(configs):
             if out[i] is None:
                 out[i] = self._wait_for(c, kind)
+        return out  # type: ignore[return-value]
+
+    def _evaluate(self, configs: list[Config], kind: str) -> list[Measurement]:
+        """Measure configs and store their rows. An evaluator that streams (a fleet's: its
+        jobs land one by one, on several GPUs) has each piece stored as it lands, so a driver
+        killed mid-batch keeps what was measured; any other is stored once it answers."""
+        stream = getattr(self.evaluator, "stream", None)
+        t0 = time.perf_counter()
+        if stream is None or not configs:
+            got = self.evaluator.evaluate(configs) if configs else []
+            self._add_time("measure", t0)
+            return self._put(got, kind)
+        out: list[Measurement | None] = [None] * len(configs)
+        stored = self.timing.get("store", 0.0)
+        for idx, ms in stream(configs):
+            for i, m in zip(idx, self._put(ms, kind)):
+                out[i] = m
+        self._add_time("measure", t0)
+        self.timing["measure"] -= self.timing.get("store", 0.0) - stored  # storing is counted apart
         return out  # type: ignore[return-value]
 
     def _put(self, ms: Sequence[Measurement], kind: str) -> list[Measurement]:
@@ -248,7 +269,8 @@ class Session:
         if settled:
             remaining = Budget(0, None if remaining.seconds is None else 0.0)
         memo = store.memo(ctx, self.space)
-        knowledge = Knowledge(history=store.measurements(ctx), theory_evidence=store.theory_evidence(ctx))
+        evidence = (self.theory_evidence or store.theory_evidence)(ctx)
+        knowledge = Knowledge(history=store.measurements(ctx), theory_evidence=dict(evidence))
         last = charged[-1] if charged else None
         options = {**self.options, "seed": self.strategy.seed,
                    "budget": [self.budget.evaluations, self.budget.seconds]}

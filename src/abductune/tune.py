@@ -53,6 +53,7 @@ class TuneOutcome:
     heuristics: list[dict] = field(default_factory=list)  # which seed heuristics fired
     session: SessionResult | None = None
     param_names: list[str] = field(default_factory=list)
+    gpu: str = ""  # on a fleet: the GPU type this outcome is for (tuned per GPU type)
 
     @property
     def best_impl(self) -> str:
@@ -85,7 +86,8 @@ class TuneOutcome:
                 "run_id": s.run_id if s else None, "spent_before": s.spent_before if s else 0,
                 "resumed_from": s.resumed_from if s else None, "timing": s.timing if s else {},
                 "runoff": [m.config for m in s.runoff] if s else [],
-                "clocks": s.clocks if s else None, "pipeline": s.pipeline if s else None}
+                "clocks": s.clocks if s else None, "pipeline": s.pipeline if s else None,
+                **({"gpu": self.gpu} if self.gpu else {})}
 
 
 # the best theory prediction and the runner-up rule's, when it gives another config: a hedge
@@ -134,13 +136,23 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
              database: Any = None, store: Any = None, compile_workers: int | None = None,
              options: dict[str, Any] | None = None, live_options: dict[str, Any] | None = None,
              exclude: Any = None, stop_early: bool = False,
-             on_batch: Callable[[list[Measurement]], None] | None = None) -> TuneOutcome:
+             on_batch: Callable[[list[Measurement]], None] | None = None,
+             evaluator_for: Callable[[Any, Any], Any] | None = None, hardware: Any = None,
+             toolchain: str | None = None, theory_evidence: Callable[[Any], Any] | None = None) -> TuneOutcome:
     """Tune one (kernel, shape). mode: 'live', 'replay' or 'auto' (live when a GPU is present).
     `store`: a Store (or path); replay uses a private in-memory store when none is given.
     `stop_early`: abduction may end before the budget once its search has settled (the CLI's
-    default; see `Abduction`); other strategies ignore it."""
+    default; see `Abduction`); other strategies ignore it.
+    `evaluator_for(problem, space)`: measure elsewhere (a fleet's GPUs, `fleet.FleetEvaluator`)
+    instead of here; a live tune then names the GPU (`hardware`, a HardwareInfo) and its
+    `toolchain` key, and mode must be live or replay. `theory_evidence`: the Session's (where
+    the run's theory-evidence prior comes from; default the store's tallies)."""
     from . import kernels
 
+    if evaluator_for is not None and (mode not in ("live", "replay") or
+                                      (mode == "live" and (hardware is None or toolchain is None))):
+        raise AbductuneError("tune_one with evaluator_for needs mode live (with hardware and toolchain) "
+                             "or replay")
     t0 = time.perf_counter()
     pre: dict[str, float] = {}  # where the seconds before and after the Session went
 
@@ -148,7 +160,7 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
         now = time.perf_counter()
         pre[f"tune.{phase}"] = pre.get(f"tune.{phase}", 0.0) + now - since
         return now
-    if mode in ("auto", "live"):
+    if mode in ("auto", "live") and evaluator_for is None:
         from .measure.target import visible_gpu
 
         if visible_gpu() is not None:  # the workers' fork server imports while we do
@@ -178,9 +190,14 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
         fixed = ds.meta.get("fixed_configs") or []
         default_cfg = ds.meta.get("default_config") or ev.space.default()
         optimum = ds.optimum().time_ms
-        toolchain: Any = ds.toolchain
+        toolchain = ds.toolchain
         problem = ds.problem
         exclude: Any = problem  # never seed a replay with rules learned from this very dataset
+    elif evaluator_for is not None:  # live on a fleet's GPU: nothing is started here
+        spec = kernels.get(kernel)
+        problem = spec.problem(dims, hardware)
+        ev = None
+        fixed, default_cfg = spec.fixed_configs(), spec.default_config()
     else:
         from .hardware import toolchain_key
         from .measure.live import LiveEvaluator
@@ -196,12 +213,14 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
         fixed, default_cfg = spec.fixed_configs(), spec.default_config()
         toolchain = toolchain_key()
         # `exclude`: a benchmark on shapes the packaged knowledge was learned from leaves it out
+    if evaluator_for is not None:
+        ev = evaluator_for(problem, ev.space if ev is not None else spec.space())
     try:
         t = time.perf_counter()
         all_seeds, fired = seed_list(problem, ev.space, default_cfg, seeds, heuristics, database, exclude)
         lap("seeds", t)
         with Session(ev, strategy=strategy, seed=seed, options=options, budget=budget, seeds=all_seeds,
-                     store=store, toolchain=toolchain, heuristics=fired) as session:
+                     store=store, toolchain=toolchain, heuristics=fired, theory_evidence=theory_evidence) as session:
             res = session.run(baselines={"fixed": fixed, "default": [default_cfg]}, vendor=True,
                               on_batch=on_batch)
     finally:

@@ -59,10 +59,17 @@ def import_cmd(source: str, out: str, kernel_class: str | None, dims: str | None
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--workers", type=int, default=None, help="Parallel compile processes (default: CPUs).")
 @click.option("--limit", type=int, default=None, help="Only the first N configs (for a quick look).")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+              help="Sweep on a Ray cluster, one worker per GPU, every shape at once (docs/FLEET.md): 'local', "
+                   "'auto' (the cluster `ray start` made) or its address. Needs the fleet extra.")
+@click.option("--ray-workers", type=int, default=None, help="With --ray: how many GPU workers (default: all).")
 def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir: str, workers: int | None,
-              limit: int | None) -> None:
+              limit: int | None, ray_address: str | None = None, ray_workers: int | None = None) -> None:
     """Measure every config of a kernel for a list of shapes into datasets (resumable)."""
-    require_gpu_stack()  # before anything: without torch and triton nothing below can run
+    if ray_address is None:
+        require_gpu_stack()  # before anything: without torch and triton nothing below can run
+    elif call is not None:
+        raise AbductuneError("--ray goes with --kernel; --call runs the function here")
     if (kernel is None) == (call is None):
         raise AbductuneError("sweep needs one of --kernel (a kernel spec) or --call (module:function calling "
                              "@triton.autotune kernels)")
@@ -86,6 +93,9 @@ def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir:
     for dims in shape_list:
         spec.problem(dims)  # a wrong or missing dim fails now, not after the first shape
     dir_creatable(out_dir, "--out")
+    if ray_address is not None:
+        _sweep_on_fleet(ray_address, ray_workers, kernel, shape_list, out_dir, workers, limit)
+        return
     hw = local_hardware()  # no visible GPU: one line before any folder or file is made
     with output.progress_bar() as bar:
         task = bar.add_task("sweeping", total=None)
@@ -96,6 +106,34 @@ def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir:
         try:
             paths = sweep(kernel, shape_list, out_dir, compile_workers=workers, limit=limit, hardware=hw,
                           on_progress=progress)
+        except KeyboardInterrupt:
+            raise Interrupted(_sweep_interrupted_note(out_dir)) from None
+    for p in paths:
+        output.console.print(f"wrote {p}")
+
+
+def _sweep_on_fleet(address: str, ray_workers: int | None, kernel: str, shape_list: list[dict[str, int]],
+                    out_dir: str, workers: int | None, limit: int | None) -> None:
+    """`sweep --ray`: every shape's configs farmed out to the cluster's GPUs (`fleet.sweep_fleet`);
+    the files and the store are written here, as each measurement lands."""
+    from ..fleet import Farm, sweep_fleet
+    from ..integrations.ray import executor_for
+
+    if ray_workers is not None and ray_workers < 1:
+        raise AbductuneError(f"--ray-workers must be at least 1, got {ray_workers}")
+    executor, _ = executor_for(address, mode="live", workers=ray_workers)
+    with output.progress_bar() as bar:
+        task = bar.add_task(f"sweeping on {executor.name}", total=None)
+        done: dict[str, int] = {}
+
+        def progress(label: str, n: int, total: int) -> None:
+            done[label] = n
+            bar.update(task, description=label, completed=sum(done.values()), total=total * len(shape_list))
+
+        try:
+            with Farm(executor) as farm:
+                paths = sweep_fleet(farm, kernel, shape_list, out_dir, limit=limit, compile_workers=workers,
+                                    on_progress=progress)
         except KeyboardInterrupt:
             raise Interrupted(_sweep_interrupted_note(out_dir)) from None
     for p in paths:

@@ -77,9 +77,16 @@ def _shapes_for(kernel: str, shapes: str | None, mode: str) -> list[dict[str, in
               "environment (ABDUCTUNE_DAEMON=0 does the same).")
 @click.option("--daemon", "use_daemon", is_flag=True, help="Run in the daemon, starting one first if none serves "
               "this environment, so later commands start warm (ABDUCTUNE_DAEMON=auto does this for every tune).")
+@click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
+              help="Tune on a Ray cluster, one worker per GPU, every shape at once (docs/FLEET.md): 'local' "
+                   "starts one on this machine, 'auto' joins the one `ray start` made, else its address. "
+                   "Needs the fleet extra.")
+@click.option("--ray-workers", type=int, default=None,
+              help="With --ray: how many workers (default: one per GPU in the cluster; replay: up to 4 CPUs).")
 def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, full_budget: bool,
              seconds: float | None, no_heuristics: bool, database: str | None, mode: str, seed: int,
-             store_path: str | None, json_out: str | None, no_daemon: bool, use_daemon: bool) -> None:
+             store_path: str | None, json_out: str | None, no_daemon: bool, use_daemon: bool,
+             ray_address: str | None = None, ray_workers: int | None = None) -> None:
     """Tune built-in kernels: live on a GPU, else by replaying bundled H100 measurements."""
     from .. import kernels
     from ..search import STRATEGIES, Budget
@@ -97,9 +104,12 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
     if unknown:
         raise AbductuneError(f"unknown kernel(s) {', '.join(unknown)}; known: {', '.join(kernels.names())}")
     outputs_writable(json_out)
-    if mode == "live":
-        require_gpu_stack()
+    executor = None
     no_gpu_replay = False
+    if ray_address is not None:  # the cluster decides live or replay; this process needs no GPU
+        executor, mode, no_gpu_replay = _fleet_executor(ray_address, mode, ray_workers, use_daemon)
+    elif mode == "live":
+        require_gpu_stack()
     if mode == "auto":
         mode = "live" if gpu_available() else "replay"
         if mode == "replay":
@@ -113,7 +123,11 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
     if not jobs:
         raise AbductuneError("nothing to tune: no shapes given and none recorded for "
                              f"{kernel_list}")
-    if no_gpu_replay:
+    if no_gpu_replay and executor is not None:
+        output.err_console.print("no GPU in the Ray cluster: replaying measurements recorded on an H100 (bundled "
+                                 "datasets) on its CPUs; times are those recorded, not measured now", style="yellow",
+                                 markup=False, soft_wrap=True)
+    elif no_gpu_replay:
         output.err_console.print("no GPU found: replaying measurements recorded on an H100 (bundled datasets); "
                           "times are those recorded, not measured now", style="yellow", markup=False, soft_wrap=True)
     db = None
@@ -127,27 +141,37 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
         store = Store() if mode == "live" else None
     outcomes = []
     last_id = _last_measurement_id(store)
+    fleet_run = None
     try:
-        with output.progress_bar(TextColumn("{task.fields[evals]}")) as bar:
-            task = bar.add_task("tuning", total=len(jobs), evals="")
-            for k, d in jobs:
-                shape = ",".join(f"{a}={b}" for a, b in d.items())
-                bar.update(task, description=f"{k} {shape}", evals="")
-                count = [0]
+        if executor is not None:
+            fleet_run = _tune_on_fleet(executor, jobs, mode=mode, strategy=strategy, budget=Budget(budget, seconds),
+                                       seed=seed, store=store, heuristics=not no_heuristics, database=db,
+                                       stop_early=not full_budget, done=outcomes)
+            outcomes = fleet_run.outcomes
+        else:
+            with output.progress_bar(TextColumn("{task.fields[evals]}")) as bar:
+                task = bar.add_task("tuning", total=len(jobs), evals="")
+                for k, d in jobs:
+                    shape = ",".join(f"{a}={b}" for a, b in d.items())
+                    bar.update(task, description=f"{k} {shape}", evals="")
+                    count = [0]
 
-                def on_batch(ms: list[Any], count: list[int] = count) -> None:
-                    count[0] += len(ms)
-                    bar.update(task, evals=f"{count[0]} evals")
-                outcomes.append(tune_one(k, d, strategy=strategy, budget=Budget(budget, seconds), seed=seed,
-                                         mode=mode, store=store, heuristics=not no_heuristics, database=db,
-                                         stop_early=not full_budget, on_batch=on_batch))
-                bar.advance(task)
+                    def on_batch(ms: list[Any], count: list[int] = count) -> None:
+                        count[0] += len(ms)
+                        bar.update(task, evals=f"{count[0]} evals")
+                    outcomes.append(tune_one(k, d, strategy=strategy, budget=Budget(budget, seconds), seed=seed,
+                                             mode=mode, store=store, heuristics=not no_heuristics, database=db,
+                                             stop_early=not full_budget, on_batch=on_batch))
+                    bar.advance(task)
     except KeyboardInterrupt:
         raise Interrupted(_tune_interrupted_note(store, last_id, len(outcomes), len(jobs))) from None
     if store is not None:
         store.close()
-    _print_outcomes(outcomes, mode, explain_hint(outcomes, store_path, store))
-    tip = None if no_daemon else daemon_tip(mode, len(jobs))
+    _print_outcomes(outcomes, mode, explain_hint(outcomes, store_path, store),
+                    fleet_run.wall_s if fleet_run is not None else None)
+    if fleet_run is not None:
+        click.echo(fleet_run.summary())
+    tip = None if no_daemon or executor is not None else daemon_tip(mode, len(jobs))
     if tip:
         output.err_console.print(tip, style="dim", markup=False, soft_wrap=True)
     if json_out:
@@ -155,6 +179,41 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
 
         atomic_write_text(json_out, json.dumps([o.to_dict() for o in outcomes], indent=1, default=str))
         output.console.print(f"wrote {json_out}")
+
+
+def _fleet_executor(address: str, mode: str, workers: int | None, use_daemon: bool) -> tuple[Any, str, bool]:
+    """`tune --ray`: the Ray executor, the mode the cluster gives (live where it has GPUs), and
+    whether that is a replay for want of a GPU."""
+    from ..integrations.ray import executor_for
+
+    if use_daemon:
+        raise AbductuneError("--ray runs the fleet's driver here; drop --daemon")
+    if workers is not None and workers < 1:
+        raise AbductuneError(f"--ray-workers must be at least 1, got {workers}")
+    executor, resolved = executor_for(address, mode=mode, workers=workers)
+    return executor, resolved, mode == "auto" and resolved == "replay"
+
+
+def _tune_on_fleet(executor: Any, jobs: list[tuple[str, dict[str, int]]], *, done: list[Any], **kw: Any) -> Any:
+    """Every job at once on the fleet's workers (`fleet.tune_fleet`), with one progress bar;
+    `done` collects outcomes as they finish (what an interrupt reports)."""
+    from ..fleet import Farm, tune_fleet
+
+    with output.progress_bar(TextColumn("{task.fields[evals]}")) as bar:
+        task = bar.add_task(f"tuning on {executor.name}", total=len(jobs), evals="")
+        count = [0]
+
+        def on_batch(ms: list[Any]) -> None:
+            count[0] += len(ms)
+            bar.update(task, evals=f"{count[0]} evals")
+
+        def on_done(o: Any) -> None:
+            done.append(o)
+            bar.update(task, completed=len(done))
+        with Farm(executor) as farm:
+            bar.update(task, total=len(jobs) * max(1, len([p for p in farm.pools() if p != "cpu"])
+                                                   if kw["mode"] == "live" else 1))
+            return tune_fleet(farm, jobs, on_batch=on_batch, on_done=on_done, **kw)
 
 
 def _last_measurement_id(store: Any) -> int:
@@ -214,7 +273,7 @@ def tune_table(outcomes: list[Any], mode: str, width: int | None = None) -> Tabl
         times = [d["winner_ms"], d["fixed_best_ms"], d["default_ms"], d["torch_ms"]]
         opt = [d["optimum_ms"]] if mode == "replay" else []
         rows.append((i, o, times, opt, d["best_impl"]))
-        table.add_row(str(i), o.kernel, ",".join(f"{a}={b}" for a, b in o.dims.items()),
+        table.add_row(str(i), _kernel_label(o), ",".join(f"{a}={b}" for a, b in o.dims.items()),
                       *map(_fmt_ms, times), d["best_impl"], *map(_fmt_ms, opt),
                       str(o.evaluations), f"{o.seconds:.1f}")
     natural = output.console.measure(table, options=output.console.options.update_width(10_000)).maximum
@@ -231,12 +290,18 @@ def tune_table(outcomes: list[Any], mode: str, width: int | None = None) -> Tabl
                            no_wrap=h != "kernel, shape", overflow="fold")
     kernel = None
     for i, o, times, opt, ship in rows:
-        if o.kernel != kernel:
-            kernel = o.kernel
+        if _kernel_label(o) != kernel:
+            kernel = _kernel_label(o)
             compact.add_row("", Text(kernel, style="bold"))
         compact.add_row(str(i), ", ".join(f"{a}={b}" for a, b in o.dims.items()), *map(_fmt_us, times), ship,
                         *map(_fmt_us, opt), str(o.evaluations), f"{o.seconds:.1f}")
     return compact
+
+
+def _kernel_label(o: Any) -> str:
+    """The kernel's name, and the GPU type where a fleet tuned it for several."""
+    gpu = getattr(o, "gpu", "")
+    return f"{o.kernel} ({gpu})" if gpu else o.kernel
 
 
 def explain_hint(outcomes: list[Any], store_path: str | None, store: Any) -> str | None:
@@ -261,11 +326,11 @@ def explain_hint(outcomes: list[Any], store_path: str | None, store: Any) -> str
     return f"{which}: `abductune explain RUN{where}` tells how each reached its winner"
 
 
-def _print_outcomes(outcomes: list[Any], mode: str, hint: str | None = None) -> None:
+def _print_outcomes(outcomes: list[Any], mode: str, hint: str | None = None, fleet_wall: float | None = None) -> None:
     output.console.print(tune_table(outcomes, mode, output.console.width))
     # the winners on their own lines, never cut: a user pastes them into code
     for i, o in enumerate(outcomes, 1):
-        click.echo(f"#{i} {o.kernel} {','.join(f'{a}={b}' for a, b in o.dims.items())}: "
+        click.echo(f"#{i} {_kernel_label(o)} {','.join(f'{a}={b}' for a, b in o.dims.items())}: "
                    f"{format_config(o.winner.config if o.winner else None)}")
     if hint:
         click.echo(hint)
@@ -287,7 +352,11 @@ def _print_outcomes(outcomes: list[Any], mode: str, hint: str | None = None) -> 
     if timing:
         wall = sum(o.wall_s for o in outcomes)
         parts = ", ".join(f"{k} {v:.1f} s" for k, v in sorted(timing.items(), key=lambda kv: -kv[1]))
-        click.echo(f"wall {wall:.1f} s: {parts} (search includes measure and store)")
+        if fleet_wall is not None:  # searches ran at once: their phases add up to more than the wall
+            click.echo(f"wall {fleet_wall:.1f} s; summed over the searches, which ran at once: {parts} "
+                       "(search includes measure and store)")
+        else:
+            click.echo(f"wall {wall:.1f} s: {parts} (search includes measure and store)")
     pipes = [o.session.pipeline for o in outcomes if o.session and o.session.pipeline]
     if pipes:
         tot = {k: sum(p.get(k, 0) for p in pipes) for k in ("batches", "configs", "ready", "under_way", "new")}

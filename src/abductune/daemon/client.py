@@ -42,12 +42,14 @@ def platform_supported() -> bool:
 
 def forwardable(argv: list[str]) -> bool:
     """Whether this command line may run in a daemon: `tune` (live or auto), no user kernel,
-    no --no-daemon, ABDUCTUNE_DAEMON not 0."""
+    no --no-daemon, no --ray, ABDUCTUNE_DAEMON not 0."""
     if _setting() == "off" or not platform_supported():
         return False  # off, or a platform without Unix sockets (Windows): always local
     args = [a for a in argv if a not in ("-v", "--verbose")]
     if not args or args[0] != "tune" or "--no-daemon" in args:
         return False
+    if any(a == "--ray" or a.startswith("--ray=") for a in args):
+        return False  # a fleet's driver runs here: its workers are the cluster's, not a daemon's
     if any(a in ("--help", "-h") for a in args):
         return False
     if (_option_value(args, "--mode") or "auto") == "replay":

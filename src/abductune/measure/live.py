@@ -110,6 +110,7 @@ class LiveEvaluator(Evaluator):
         self.device = ""
         self._setup_error: BaseException | None = None
         setup = {"op": "setup", "kernel": self.spec.name, "problem": problem.to_dict(), "seed": seed}
+        self._setup_msg = setup
 
         def do_setup() -> None:
             try:
@@ -122,6 +123,14 @@ class LiveEvaluator(Evaluator):
                                                                        name="abductune-bench-setup")
         self._setup_thread.start()
         self._add("setup", t0)
+
+    def activate(self) -> None:
+        """Make this evaluator's problem the one the benchmark worker holds. A worker shared by
+        evaluators of several problems (a fleet worker's, taking batches of any shape) holds one
+        problem's inputs at a time; a serial tune never switches, so this costs it nothing."""
+        self._ready()
+        if self.worker._setup_msg != self._setup_msg:
+            self.worker.request(self._setup_msg, timeout=600)
 
     def _ready(self) -> None:
         """Wait for the background setup of the benchmark worker; raise what it raised."""

@@ -1,0 +1,325 @@
+"""Tunes and sweeps on a fleet: every (kernel, shape) search runs at once on the driver, each in
+a thread of its own with a `Session` as `tune` has it, and their measurements are farmed out
+to the workers (`farm.Farm`). The driver owns the store: every row is written here as it
+lands, so an interrupted fleet resumes like an interrupted tune, spending only what is left.
+
+Tuning is per GPU type: with H100s and H200s in one fleet, each shape is tuned once for each,
+on workers of that type only. Before the searches, a pool of two or more GPUs of one type is
+calibrated on shared configs (`farm.calibrate`), and a GPU slower than its peers is left out.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ..errors import AbductuneError
+from ..hardware import HardwareInfo
+from ..measurement import Measurement
+from ..search import Budget
+from ..session import Session
+from ..tune import TuneOutcome, tune_one
+from .evaluator import FleetEvaluator
+from .farm import Farm, FleetError, calibrate
+from .worker import Target
+
+log = logging.getLogger(__name__)
+
+PROBE_CONFIGS = 3  # shared configs timed on every GPU of a type before the searches
+
+
+@dataclass
+class FleetRun:
+    """What a fleet tune did: outcomes in job order (per GPU type), and how the fleet went."""
+
+    outcomes: list[TuneOutcome]
+    wall_s: float
+    measurements: int  # rows the workers took (search, seeds, baselines, run-offs; probes not)
+    calibration: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    skipped: list[tuple[str, dict[str, int]]] = field(default_factory=list)  # not started by the deadline
+
+    @property
+    def per_second(self) -> float:
+        return self.measurements / self.wall_s if self.wall_s > 0 else 0.0
+
+    def summary(self) -> str:
+        """One line: workers, measurements per second, faults."""
+        st = self.stats
+        ws = st.get("workers", [])
+        gpus = sorted({w["pool"].split("|")[0] for w in ws})
+        parts = [f"fleet ({st.get('executor', '?')}): {len(ws)} worker(s) ({', '.join(gpus)}), "
+                 f"{self.measurements} measurements in {self.wall_s:.1f} s ({self.per_second:.1f}/s)"]
+        if st.get("requeued"):
+            parts.append(f"{st['requeued']} config(s) re-queued after a lost worker")
+        if st.get("failed"):
+            parts.append(f"{st['failed']} recorded failed (lost twice)")
+        lost = [w for w in ws if not w["alive"]]
+        if lost:
+            parts.append(f"{len(lost)} worker(s) lost")
+        slow = [w for w in ws if w["retired"]]
+        if slow:
+            parts.append("left out as slow: " + "; ".join(f"{w['gpu']} ({w['retired']})" for w in slow))
+        if self.skipped:
+            parts.append(f"{len(self.skipped)} shape(s) not started by the deadline")
+        return "; ".join(parts)
+
+
+def _gpu_pools(farm: Farm, mode: str) -> list[str | None]:
+    """The pools searches go to: each GPU type (live), or any worker (replay)."""
+    if mode == "replay":
+        return [None]
+    pools = sorted(p for p in farm.pools() if p != "cpu")
+    if not pools:
+        raise FleetError("no worker of the fleet has a GPU: live tuning needs one (replay runs on CPU "
+                         "workers: --mode replay)")
+    return pools
+
+
+def _probe_plan(kernel: str, dims: Mapping[str, int], mode: str) -> list[dict]:
+    """The configs every GPU of a type times before the searches: the kernel's default and the
+    first of its own list."""
+    if mode == "replay":
+        from ..datasets.bundled import find_bundled
+        from ..datasets.format import read_dataset
+
+        ds = read_dataset(find_bundled(kernel, dict(dims)))
+        space = ds.space()
+        cands = [ds.meta.get("default_config") or space.default()] + list(ds.meta.get("fixed_configs") or [])
+    else:
+        from .. import kernels
+
+        spec = kernels.get(kernel)
+        space = spec.space()
+        cands = [spec.default_config()] + list(spec.fixed_configs())
+    out: list[dict] = []
+    for c in cands:
+        if space.is_valid(c) and space.key(c) not in {space.key(o) for o in out}:
+            out.append(dict(c))
+        if len(out) == PROBE_CONFIGS:
+            break
+    return out
+
+
+def _calibrate(farm: Farm, jobs: Sequence[tuple[str, dict[str, int]]], mode: str,
+               options: Mapping[str, Any]) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    if not jobs:
+        return rows
+    kernel, dims = jobs[0]
+    for pool, members in sorted(farm.pools().items()):
+        if len(members) < 2 or (mode == "live" and pool == "cpu"):
+            continue
+        target = Target(kernel, dict(dims), mode, dict(options))
+        for r in calibrate(farm, pool, target, _probe_plan(kernel, dims, mode)):
+            rows.append({**r, "pool": pool})
+    return rows
+
+
+def _run_all(farm: Farm, tasks: list[Callable[[], Any]], searches: int) -> list[Any]:
+    """Run tasks in threads; the first error (or Ctrl-C) stops the fleet, which ends the others
+    (each Session marks its run interrupted), then is raised here."""
+    results: list[Any] = [None] * len(tasks)
+    with cf.ThreadPoolExecutor(max(1, searches), thread_name_prefix="abductune-search") as pool:
+        futs = {pool.submit(t): i for i, t in enumerate(tasks)}
+        try:
+            pending = set(futs)
+            while pending:
+                done, pending = cf.wait(pending, timeout=0.2, return_when=cf.FIRST_EXCEPTION)
+                for f in done:
+                    results[futs[f]] = f.result()  # raises the first error
+        except BaseException as e:
+            err = e if isinstance(e, FleetError) else FleetError(f"the fleet stopped: {type(e).__name__}")
+            farm.stop(err)
+            for f in futs:
+                f.cancel()
+            cf.wait(list(futs), timeout=60)
+            raise
+    return results
+
+
+def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mode: str,
+               strategy: str = "abduction", budget: Budget | None = None, seed: int = 0, store: Any = None,
+               heuristics: bool = True, database: Any = None, options: dict[str, Any] | None = None,
+               stop_early: bool = False, live_options: Mapping[str, Any] | None = None,
+               searches: int | None = None, calibrate_gpus: bool = True, deadline: float | None = None,
+               on_batch: Callable[[list[Measurement]], None] | None = None,
+               on_done: Callable[[TuneOutcome], None] | None = None) -> FleetRun:
+    """Tune every (kernel, dims) of `jobs` on the farm's workers, per GPU type (live) or on
+    any worker (replay); `tune_one`'s arguments otherwise. `searches`: how many run at once
+    (default: enough to keep every worker's two jobs in flight fed); `deadline`
+    (time.monotonic): searches not started by then are skipped. Outcomes come back in job
+    order, GPU types within a job in name order."""
+    if mode not in ("live", "replay"):
+        raise AbductuneError(f"a fleet tunes live or replay, got mode {mode!r}")
+    from ..store import Store
+
+    t0 = time.perf_counter()
+    before = sum(w.measurements for w in farm.workers)
+    # the driver owns the store: one connection for every search (in memory per search when
+    # none is given, as a serial replay tune has it)
+    st = Store(store) if store is not None and not isinstance(store, Store) else store
+    frozen: dict[tuple, dict] = {}
+
+    def evidence(ctx: Any) -> dict:
+        """The theory evidence of ctx's class, GPU and dtype family as it was before any of
+        this fleet's searches of that key finished (read at the first one's start)."""
+        key = (ctx.kernel_class or ctx.kernel, ctx.hardware, ctx.classification.get("dtype_family", ""))
+        with lock:
+            if key not in frozen:
+                frozen[key] = st.theory_evidence(ctx) if st is not None else {}
+            return dict(frozen[key])
+    lock = threading.Lock()
+    t_cal = time.perf_counter()
+    calib = _calibrate(farm, [(k, dict(d)) for k, d in jobs], mode, live_options or {}) if calibrate_gpus else []
+    calibration_s = time.perf_counter() - t_cal
+    pools = _gpu_pools(farm, mode)
+    several = len(pools) > 1
+    skipped: list[tuple[str, dict[str, int]]] = []
+
+    def task(kernel: str, dims: dict[str, int], pool: str | None) -> Callable[[], TuneOutcome | None]:
+        def run() -> TuneOutcome | None:
+            if deadline is not None and time.monotonic() > deadline:
+                with lock:
+                    skipped.append((kernel, dims))
+                return None
+            target = Target(kernel, dims, mode, dict(live_options or {}))
+            hw = HardwareInfo.from_dict(farm.hardware(pool)) if pool is not None else None
+
+            def evaluator_for(problem: Any, space: Any) -> FleetEvaluator:
+                live = mode == "live"
+                return FleetEvaluator(farm, target, problem, space, pool=pool, lookahead=live,
+                                      remeasures_impls=live)
+            out = tune_one(kernel, dims, strategy=strategy, budget=budget, seed=seed, mode=mode, store=st,
+                           heuristics=heuristics, database=database, options=options, stop_early=stop_early,
+                           on_batch=on_batch, evaluator_for=evaluator_for, hardware=hw,
+                           toolchain=farm.toolchain(pool) if pool is not None else None,
+                           theory_evidence=evidence if st is not None else None)
+            if several and hw is not None:
+                out.gpu = hw.name
+            if on_done is not None:
+                on_done(out)
+            return out
+        return run
+
+    tasks = [task(k, dict(d), p) for k, d in jobs for p in pools]
+    n_workers = sum(len(v) for v in farm.pools().values())
+    searches = searches or max(4, 2 * farm.in_flight * n_workers)
+    try:
+        results = _run_all(farm, tasks, searches)
+    finally:
+        if st is not store and st is not None:
+            st.close()
+    wall = time.perf_counter() - t0
+    return FleetRun([r for r in results if r is not None], wall,
+                    sum(w.measurements for w in farm.workers) - before, calib,
+                    {**farm.stats(), "calibration_s": round(calibration_s, 3)}, skipped)
+
+
+# ----------------------------------------------------------------------------- sweeps
+
+def sweep_fleet(farm: Farm, kernel_name: str, shapes: Sequence[Mapping[str, int]], out_dir: str | Path, *,
+                limit: int | None = None, seed: int = 0, target_ms: float = 10.0, max_reps: int = 50,
+                store: Any = None, sample_size: int | None = None, exhaustive_max: int | None = None,
+                compile_workers: int | None = None, mode: str = "live",
+                on_progress: Callable[[str, int, int], None] | None = None) -> list[Path]:
+    """`sweep.sweep` on a fleet: every config of every shape goes out to the workers (any shape
+    to any free GPU of the type), and the driver appends each to its shape's `.jsonl` and the
+    store as it lands. Same files, same resume: a rerun skips what is recorded. With several
+    GPU types each gets its own folder under `out_dir` (`<out>/<gpu>/<kernel>/...`)."""
+    from .. import kernels
+    from ..datasets.bundled import shape_name
+    from ..datasets.format import Dataset, append_records, write_dataset
+    from ..files import atomic_write_text
+    from ..store import Store
+    from ..sweep import EXHAUSTIVE_MAX, SAMPLE_SIZE, _read_compile_times, make_out_dir, read_partial, sample_configs
+
+    spec = kernels.get(kernel_name)
+    space = spec.space()
+    configs, sample = sample_configs(space, spec.fixed_configs(), size=sample_size or SAMPLE_SIZE, seed=seed,
+                                     exhaustive_max=exhaustive_max or EXHAUSTIVE_MAX)
+    if limit:
+        configs = configs[:limit]
+    meta: dict[str, Any] = {"fixed_configs": spec.fixed_configs(), "default_config": spec.default_config(),
+                            "origin": getattr(spec, "origin", "abductune built-in suite")}
+    if sample:
+        meta["sample"] = sample
+    pools = [p for p in _gpu_pools(farm, "live")] if mode == "live" else [None]
+    options: dict[str, Any] = {"early_stop": False, "target_ms": target_ms, "max_reps": max_reps, "seed": seed}
+    if compile_workers:
+        options["compile_workers"] = compile_workers
+    st = store if isinstance(store, Store) else Store(store)
+    lock = threading.Lock()
+    paths: list[Path] = []
+
+    def task(dims: Mapping[str, int], pool: str | None) -> Callable[[], Path]:
+        def run() -> Path:
+            hw_d = farm.hardware(pool) if pool is not None else None
+            hw = HardwareInfo.from_dict(hw_d) if hw_d else None
+            base = Path(out_dir) / _slug(hw.name) if (hw is not None and len(pools) > 1) else Path(out_dir)
+            with lock:
+                out = make_out_dir(base / spec.name)
+            problem = spec.problem(dict(dims), hw)
+            final = out / f"{shape_name(problem.dims)}.jsonl.gz"
+            partial = out / f"{shape_name(problem.dims)}.jsonl"
+            if final.exists():
+                return final
+            info = next((w.info.get("toolchain_info") for w in farm.workers if w.pool == pool), None) or {}
+            tc_key = farm.toolchain(pool) if pool is not None else ""
+            target = Target(spec.name, dict(problem.dims), "live" if mode == "live" else "replay", options)
+            ev = FleetEvaluator(farm, target, problem, space, pool=pool)
+            head, recs = read_partial(partial)
+            ds = Dataset(problem, space.to_dict(), [], dict(info), source=f"abductune sweep {spec.name}",
+                         restricted_to_records=sample is not None, meta=dict(meta))
+            if head is not None:
+                ds.baselines = dict(head.get("baselines") or {})
+            else:
+                base_m = ev.vendor_baseline()
+                if base_m.ok:
+                    ds.baselines["torch_ms"] = base_m.time_ms
+                atomic_write_text(partial, json.dumps(ds.header(), separators=(",", ":")) + "\n")
+            seen = {space.key(m.config) for m in recs}
+            todo = [c for c in configs if space.key(c) not in seen]
+            if todo:
+                ctimes_path = out / "compile_times.json"
+                with Session(ev, strategy="exhaustive", store=st, toolchain=tc_key) as session, \
+                        session.recording("sweep"):
+                    for _, ms in ev.stream(todo):
+                        with lock:  # the first real compile's seconds, as a serial sweep keeps them
+                            ctimes = _read_compile_times(ctimes_path)
+                            fixed_ms = []
+                            for m in ms:
+                                if m.status.value != "compile_error":
+                                    ck = json.dumps(space.key(m.config))
+                                    ctimes[ck] = max(ctimes.get(ck, 0.0), float(m.compile_s))
+                                    m = m.replace(compile_s=ctimes[ck])
+                                fixed_ms.append(m)
+                            atomic_write_text(ctimes_path, json.dumps(ctimes))
+                        append_records(partial, fixed_ms)
+                        session.record(fixed_ms)
+                        recs.extend(fixed_ms)
+                        if on_progress:
+                            on_progress(f"{spec.name} {shape_name(problem.dims)}", len(recs), len(configs))
+            order = {space.key(c): i for i, c in enumerate(configs)}
+            ds.records = sorted(recs, key=lambda m: order.get(space.key(m.config), len(order)))
+            write_dataset(ds, final)
+            partial.unlink()
+            return final
+        return run
+
+    tasks = [task(d, p) for p in pools for d in shapes]
+    try:
+        paths = _run_all(farm, tasks, max(4, len(tasks)))
+    finally:
+        if not isinstance(store, Store):
+            st.close()
+    return paths
+
+
+def _slug(name: str) -> str:
+    return "".join(ch if ch.isalnum() else "_" for ch in name).strip("_").lower() or "gpu"

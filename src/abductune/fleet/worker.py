@@ -1,0 +1,188 @@
+"""The per-GPU worker of a fleet: what runs on each GPU, whatever starts it (a Ray actor, a
+local process). It holds one evaluator per problem (the live evaluator as `tune` uses it, its
+compile pool and benchmark worker shared by every problem it serves), runs one job at a time,
+and tags each measurement with the GPU that took it. It keeps no store: the driver does."""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from ..measure.base import Evaluator
+from ..measurement import Measurement
+
+OPS = ("evaluate", "remeasure", "vendor", "probe")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a worker builds an evaluator for: a kernel on a shape, live or replayed, with the
+    live evaluator's options (a sweep's: no early stop, its own repetitions)."""
+
+    kernel: str
+    dims: Mapping[str, int]
+    mode: str = "live"  # live | replay
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple:
+        return (self.kernel, tuple(sorted(self.dims.items())), self.mode,
+                tuple(sorted((k, repr(v)) for k, v in self.options.items())))
+
+
+@dataclass
+class Job:
+    """One piece of work for one worker. `op`: evaluate (first measurements), remeasure
+    (re-time, interleaved over `rounds`), vendor (the vendor library's time) or probe
+    (compile, then re-time on a fresh evaluator whose clock counts for nothing: calibration)."""
+
+    target: Target
+    op: str
+    configs: list[dict]
+    rounds: int = 1
+    expect: list[dict] = field(default_factory=list)  # what the strategy expects to ask next
+    incumbent_ms: float | None = None  # the search's best so far (a live evaluator stops early above it)
+
+
+@dataclass
+class Reply:
+    measurements: list[Measurement]
+    clock: float  # evaluator seconds the job cost (compile + benchmark; simulated in replay)
+    worker: str = ""
+
+
+Factory = Callable[[Target], Evaluator]
+
+
+def build_evaluator(target: Target) -> Evaluator:
+    """The evaluator `tune` would use for this target: a replay of the bundled dataset, or the
+    live evaluator on this process's GPU with the shared compile pool and benchmark worker
+    (its compile pool sized to this GPU's share of the node's cores)."""
+    if target.mode == "replay":
+        from ..datasets.bundled import find_bundled
+        from ..datasets.format import read_dataset
+        from ..measure.replay import ReplayEvaluator
+
+        return ReplayEvaluator(read_dataset(find_bundled(target.kernel, dict(target.dims))))
+    from .. import kernels
+    from ..measure.live import LiveEvaluator
+    from ..measure.target import local_hardware
+
+    spec = kernels.get(target.kernel)
+    problem = spec.problem(dict(target.dims), local_hardware())
+    opts = {"shared": True, "compile_workers": cores_per_gpu(), **dict(target.options)}
+    return LiveEvaluator(spec, problem, **opts)
+
+
+def cores_per_gpu() -> int:
+    """This node's cores divided among its GPUs (each GPU's worker compiles with its share)."""
+    from ..measure.target import _devices_nvml
+
+    try:
+        gpus = len(_devices_nvml() or ()) or 1
+    except Exception:  # noqa: BLE001 - NVML missing: assume one GPU
+        gpus = 1
+    return max(2, (os.cpu_count() or 2) // gpus)
+
+
+class FleetWorker:
+    """One GPU's worker. `factory` builds the evaluator of a target (default:
+    `build_evaluator`); evaluators are kept per target, the least recently used closed past
+    `keep`. `hardware` and `toolchain`: the GPU this worker stands for, instead of the one it
+    finds (tests: replay workers on CPUs standing in for an H100 and an H200)."""
+
+    def __init__(self, factory: Factory | None = None, keep: int = 8, hardware: Mapping[str, Any] | None = None,
+                 toolchain: str = ""):
+        self.factory = factory or build_evaluator
+        self.keep = keep
+        self.stand_in = dict(hardware) if hardware is not None else None
+        self.stand_in_toolchain = toolchain
+        self._evaluators: OrderedDict[tuple, Evaluator] = OrderedDict()
+        device = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        host = socket.gethostname()
+        self.ident = f"{host}:cuda{device}" if device else f"{host}:pid{os.getpid()}"
+
+    def describe(self) -> dict[str, Any]:
+        """Who this worker is: host, process, GPU (its hardware record and toolchain key, which
+        make the problems it may measure), or no GPU (replay only)."""
+        from ..hardware import toolchain_key
+
+        if self.stand_in is not None:
+            return {"ident": self.ident, "host": socket.gethostname(), "pid": os.getpid(), "device": "",
+                    "hardware": self.stand_in, "toolchain": self.stand_in_toolchain, "toolchain_info": {}}
+        hw = None
+        try:
+            from ..measure.target import local_hardware, visible_gpu
+
+            if visible_gpu() is not None or os.environ.get("CUDA_VISIBLE_DEVICES"):
+                hw = local_hardware().to_dict()
+        except Exception:  # noqa: BLE001 - no GPU here: a replay worker
+            hw = None
+        info: dict[str, Any] = {}
+        if hw is not None:
+            from ..hardware import toolchain
+
+            info = toolchain()
+        return {"ident": self.ident, "host": socket.gethostname(), "pid": os.getpid(),
+                "device": os.environ.get("CUDA_VISIBLE_DEVICES", ""), "hardware": hw,
+                "toolchain": toolchain_key(info) if hw is not None else "", "toolchain_info": info}
+
+    def _evaluator(self, target: Target) -> Evaluator:
+        k = target.key
+        ev = self._evaluators.get(k)
+        if ev is None:
+            ev = self._evaluators[k] = self.factory(target)
+            while len(self._evaluators) > self.keep:
+                _, old = self._evaluators.popitem(last=False)
+                old.close()
+        self._evaluators.move_to_end(k)
+        return ev
+
+    def run(self, job: Job) -> Reply:
+        """Run one job; every measurement comes back tagged with this worker's GPU."""
+        if job.op not in OPS:
+            raise ValueError(f"unknown fleet job op {job.op!r}; one of {OPS}")
+        if job.op == "probe":
+            return self._probe(job)
+        ev = self._evaluator(job.target)
+        activate = getattr(ev, "activate", None)
+        if activate is not None:  # a benchmark worker shared by several problems holds one at a time
+            activate()
+        if job.incumbent_ms is not None and hasattr(ev, "incumbent_ms"):
+            ev.incumbent_ms = min(x for x in (ev.incumbent_ms, job.incumbent_ms) if x is not None)
+        clock0 = ev.clock
+        if job.op == "evaluate":
+            if job.expect and hasattr(ev, "expect"):
+                ev.expect(job.expect)
+            ms = ev.evaluate(job.configs)
+        elif job.op == "remeasure":
+            ms = ev.remeasure(job.configs, rounds=job.rounds)
+        else:
+            vb = getattr(ev, "vendor_baseline", None)
+            ms = [vb() if vb is not None else Measurement({"impl": "torch"}, "pruned",
+                                                          error="no vendor implementation here")]
+        return Reply([self._tag(m) for m in ms], ev.clock - clock0, self.ident)
+
+    def _probe(self, job: Job) -> Reply:
+        ev = self.factory(job.target)
+        try:
+            activate = getattr(ev, "activate", None)
+            if activate is not None:
+                activate()
+            t0 = time.perf_counter()
+            ev.evaluate(job.configs)  # compiled (and warmed) first
+            ms = ev.remeasure(job.configs, rounds=max(2, job.rounds))
+            return Reply([self._tag(m) for m in ms], time.perf_counter() - t0, self.ident)
+        finally:
+            ev.close()
+
+    def _tag(self, m: Measurement) -> Measurement:
+        return m.replace(extra={**m.extra, "gpu": self.ident})
+
+    def close(self) -> None:
+        while self._evaluators:
+            _, ev = self._evaluators.popitem()
+            ev.close()
