@@ -49,6 +49,10 @@ def __getattr__(name: str):
         # the submodule `abductune.autotune` would shadow the decorator of the same name
         globals().update(autotune=module.autotune, patch_triton=module.patch_triton)
         return globals()[name]
+    if name == "inductor":  # abductune inside torch.compile (the module; it imports torch when enabled)
+        module = importlib.import_module(".integrations.inductor", __name__)
+        globals()["inductor"] = module
+        return module
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module 'abductune' has no attribute {name!r}")
@@ -59,4 +63,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | {"autotune", "patch_triton"})
+    return sorted(set(globals()) | set(__all__) | {"autotune", "patch_triton", "inductor"})

@@ -1,0 +1,348 @@
+"""torch.compile on real models, with and without abductune (issue 25, item 3): compile time with
+cold and warm caches, and step time, for Inductor's default, `mode="max-autotune-no-cudagraphs"`,
+`coordinate_descent_tuning=True` and abductune (`abductune.inductor.enable`), side by side in one
+run; abductune also in a second process whose store is filled (fresh Inductor caches: only the
+store remembers).
+
+    PYTHONPATH=src python3 benchmarks/gpu/inductor_models.py --repeats 3 --deadline-s 1500 \
+        --out benchmarks/out/inductor_models.json
+
+Models (random weights, bf16, inference, CUDA graphs off):
+- `llama_prefill` / `llama_decode`: one Llama decoder layer built from a `transformers`
+  LlamaConfig with Llama-3-8B's shapes (hidden 4096, MLP 14336, 32 heads, 8 KV heads), on 1 x 2048
+  tokens, and on 32 sequences of one token (no KV cache: the step's projections, norms and MLP);
+- `bert`: a BERT-base encoder (transformers BertModel, default BertConfig), batch 32 x 128;
+- `resnet50`: torchvision's ResNet-50, batch 64 x 3 x 224 x 224, channels-last;
+- `vit_block`: one ViT-B/16 encoder block (torchvision), batch 64 x 197 x 768.
+
+Every measurement is its own process (`--child`), so a compile time is a cold start's:
+- `cold`: an empty Inductor cache directory (Triton's cache lives under it) and, for abductune,
+  an empty store; compile time = the wall of the first call (compile + autotuning + tuning);
+- `warm`: the same cache directory (and store) again: Inductor's FX graph and autotune caches hit;
+- `store` (abductune only): a new empty Inductor cache directory and the store `cold` filled.
+Step time: the median of `--steps` (100) CUDA-event-timed calls after `--warmup` calls (and at
+least a second of calls: an idle GPU's clocks are low). Each child also records the largest
+difference between the compiled and the eager output, and the GPU time of each kernel of a step
+(torch.profiler; `--no-profile` skips it), to tell which kernels a variant made faster or slower.
+
+Writes `--out` (default benchmarks/out/inductor_models.json), after every child, so a run cut
+short by `--deadline-s` keeps what it measured. Prints the table last.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+
+MODELS = ("llama_prefill", "llama_decode", "bert", "resnet50")
+OPTIONAL_MODELS = ("vit_block",)
+VARIANTS = ("default", "max_autotune", "coordesc", "abductune")
+PHASES = {"default": ("cold", "warm"), "max_autotune": ("cold", "warm"), "coordesc": ("cold", "warm"),
+          "abductune": ("cold", "warm", "store")}
+
+
+# ----------------------------------------------------------------------------- one process
+
+def build(name: str, device: str = "cuda"):
+    """(module, inputs) of a model, random weights, bf16, eval mode."""
+    import torch
+
+    torch.manual_seed(0)
+    dt = torch.bfloat16
+    if name.startswith("llama"):
+        from transformers import LlamaConfig
+        from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
+
+        cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_attention_heads=32, num_key_value_heads=8,
+                          max_position_embeddings=8192, rms_norm_eps=1e-5, rope_theta=500000.0)
+        cfg._attn_implementation = "sdpa"
+
+        class Layer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layer = LlamaDecoderLayer(cfg, layer_idx=0)
+                self.rope = LlamaRotaryEmbedding(config=cfg)
+
+            def forward(self, h, pos):
+                out = self.layer(h, position_embeddings=self.rope(h, pos), position_ids=pos)
+                return out[0] if isinstance(out, tuple) else out
+
+        batch, seq = (1, 2048) if name == "llama_prefill" else (32, 1)
+        h = torch.randn(batch, seq, cfg.hidden_size, device=device, dtype=dt)
+        pos = torch.arange(seq, device=device).unsqueeze(0).expand(batch, -1)
+        return Layer().to(device, dt).eval(), (h, pos)
+    if name == "bert":
+        from transformers import BertConfig, BertModel
+
+        cfg = BertConfig()
+        cfg._attn_implementation = "sdpa"
+        ids = torch.randint(0, cfg.vocab_size, (32, 128), device=device)
+        model = BertModel(cfg, add_pooling_layer=False).to(device, dt).eval()
+
+        class Encoder(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bert = model
+
+            def forward(self, ids):
+                return self.bert(input_ids=ids).last_hidden_state
+        return Encoder(), (ids,)
+    if name == "resnet50":
+        import torchvision
+
+        model = torchvision.models.resnet50(weights=None).to(device, dt).eval().to(memory_format=torch.channels_last)
+        x = torch.randn(64, 3, 224, 224, device=device, dtype=dt).to(memory_format=torch.channels_last)
+        return model, (x,)
+    if name == "vit_block":
+        import torchvision
+
+        block = torchvision.models.vit_b_16(weights=None).encoder.layers[0].to(device, dt).eval()
+        return block, (torch.randn(64, 197, 768, device=device, dtype=dt),)
+    raise SystemExit(f"unknown model {name!r}; known: {', '.join(MODELS + OPTIONAL_MODELS)}")
+
+
+def child(args: argparse.Namespace) -> None:
+    """One model, one variant, one phase, in this fresh process: prints one JSON line."""
+    import contextlib
+    import faulthandler
+    import logging
+
+    import torch
+    import torch._inductor.config as ic
+
+    # where the time goes, for whoever reads a failed run: abductune's finishes, one line each,
+    # and every thread's stack shortly before the driver's timeout
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("abductune.integrations").setLevel(logging.INFO)
+    if args.timeout_s:
+        faulthandler.dump_traceback_later(max(1.0, args.timeout_s - 15), exit=False)
+
+    ic.triton.cudagraphs = False
+    model, inputs = build(args.model)
+    with torch.inference_mode():
+        ref = model(*inputs)
+    torch.cuda.synchronize()
+    mode = None
+    scope: contextlib.AbstractContextManager = contextlib.nullcontext()
+    handle = None
+    if args.variant == "max_autotune":
+        mode = "max-autotune-no-cudagraphs"
+    elif args.variant == "coordesc":
+        ic.coordinate_descent_tuning = True
+    elif args.variant == "abductune":
+        from abductune.integrations import inductor
+
+        handle = inductor.enable(store=args.store, budget=args.budget, compile_ahead=args.compile_ahead)
+        scope = handle
+    rec: dict = {"model": args.model, "variant": args.variant, "phase": args.phase}
+    with scope, torch.inference_mode():
+        compiled = torch.compile(model, mode=mode)
+        t0 = time.perf_counter()
+        out = compiled(*inputs)
+        torch.cuda.synchronize()
+        rec["compile_s"] = time.perf_counter() - t0
+        n = 0
+        t1 = time.perf_counter()  # at least a second of work first: an idle GPU's clocks are low
+        while time.perf_counter() - t1 < 1.0 or n < args.warmup:
+            compiled(*inputs)
+            torch.cuda.synchronize()
+            n += 1
+        times = []
+        for _ in range(args.steps):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            compiled(*inputs)
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+        if handle is not None:
+            rec["abductune"] = dict(handle.stats)
+        if args.profile:
+            rec["kernels_us"] = kernel_times(compiled, inputs)
+    q = statistics.quantiles(times, n=10)
+    rec.update(step_ms=statistics.median(times), step_p10_ms=q[0], step_p90_ms=q[-1],
+               max_abs_diff=float((out.float() - ref.float()).abs().max()))
+    print(json.dumps(rec), flush=True)
+
+
+def kernel_times(fn, inputs, steps: int = 5, top: int = 30) -> dict[str, float]:
+    """GPU time per step of each kernel the step launches (torch.profiler), the largest first:
+    where a variant's step time went, kernel by kernel."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            fn(*inputs)
+        torch.cuda.synchronize()
+    times = {}
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", None)
+        if us is None:
+            us = getattr(e, "self_cuda_time_total", 0.0)
+        if us:
+            times[e.key] = times.get(e.key, 0.0) + us / steps
+    return dict(sorted(times.items(), key=lambda kv: -kv[1])[:top])
+
+
+# ----------------------------------------------------------------------------- the driver
+
+def environment() -> dict:
+    import importlib.metadata as md
+
+    import torch
+
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version.split()[0],
+           "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+    for pkg in ("triton", "transformers", "torchvision"):
+        try:
+            env[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            env[pkg] = None
+    try:
+        env["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                       cwd=ROOT).stdout.strip() or None
+    except OSError:
+        env["commit"] = None
+    return env
+
+
+def run_child(model: str, variant: str, phase: str, cache: Path, store: Path, args: argparse.Namespace,
+              timeout: float) -> dict:
+    env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT / "src") + os.pathsep
+               + os.environ.get("PYTHONPATH", ""), PYTHONUNBUFFERED="1")
+    env.pop("TRITON_CACHE_DIR", None)  # Triton's cache then lives under Inductor's: cold means cold
+    env.pop("ABDUCTUNE_INDUCTOR", None)
+    cmd = [sys.executable, __file__, "--child", "--model", model, "--variant", variant, "--phase", phase,
+           "--store", str(store), "--steps", str(args.steps), "--warmup", str(args.warmup),
+           "--budget", str(args.budget)]
+    if not args.profile:
+        cmd.append("--no-profile")
+    if args.compile_ahead:
+        cmd.append("--compile-ahead")
+    t0 = time.perf_counter()
+    cmd += ["--timeout-s", f"{timeout:.0f}"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=max(1.0, timeout), cwd=ROOT)
+    except subprocess.TimeoutExpired as e:
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return {"model": model, "variant": variant, "phase": phase, "error": f"timed out after {timeout:.0f} s",
+                "stderr": err[-6000:]}
+    lines = [x for x in r.stdout.splitlines() if x.startswith("{")]
+    if r.returncode != 0 or not lines:
+        return {"model": model, "variant": variant, "phase": phase, "error": r.stderr[-6000:] or f"rc {r.returncode}"}
+    rec = json.loads(lines[-1])
+    rec["log"] = [x for x in r.stderr.splitlines() if "abductune" in x][-50:]
+    rec["process_s"] = time.perf_counter() - t0
+    return rec
+
+
+def table(runs: list[dict]) -> str:
+    """Per model and variant: medians over repeats of cold and warm compile seconds and of the
+    step time; abductune's second process (store filled) as its own row."""
+    out = [f"{'model':<14} {'variant':<24} {'cold compile s':>15} {'warm compile s':>15} {'step ms':>10} "
+           f"{'vs default':>11} {'n':>3}"]
+    models = sorted({r["model"] for r in runs}, key=lambda m: (MODELS + OPTIONAL_MODELS).index(m))
+    for m in models:
+        base = [r["step_ms"] for r in runs if r["model"] == m and r["variant"] == "default" and "step_ms" in r]
+        base_ms = statistics.median(base) if base else None
+        rows = [(v, ("cold", "warm")) for v in VARIANTS] + [("abductune", ("store",))]
+        for v, phases in rows:
+            got = {p: [r for r in runs if r["model"] == m and r["variant"] == v and r["phase"] == p and "step_ms" in r]
+                   for p in phases}
+            if not any(got.values()):
+                continue
+            med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else float("nan")  # noqa: E731
+            steps = [r for p in phases for r in got[p]]
+            step = med(steps, "step_ms")
+            label = v if phases != ("store",) else "abductune, store filled"
+            cold = med(got.get("cold") or got.get("store") or [], "compile_s")
+            warm = med(got.get("warm", []), "compile_s")
+            rel = f"{step / base_ms:.3f}x" if base_ms else "-"
+            out.append(f"{m:<14} {label:<24} {cold:>15.1f} {warm:>15.1f} {step:>10.3f} {rel:>11} "
+                       f"{len(steps):>3}")
+    errors = [r for r in runs if "error" in r]
+    if errors:
+        out.append(f"{len(errors)} run(s) failed: " + "; ".join(f"{r['model']}/{r['variant']}/{r['phase']}"
+                                                             for r in errors))
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=",".join(MODELS), help=f"of {', '.join(MODELS + OPTIONAL_MODELS)}")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--budget", type=int, default=8, help="abductune's evaluations per kernel and shape")
+    ap.add_argument("--compile-ahead", action="store_true", help="abductune compiles in Inductor's workers")
+    ap.add_argument("--deadline-s", type=float, default=1500.0, help="start no child after this many seconds")
+    ap.add_argument("--no-profile", dest="profile", action="store_false",
+                    help="skip the per-kernel GPU times (torch.profiler, 5 steps after the timed ones)")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "inductor_models.json"))
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--model", help=argparse.SUPPRESS)
+    ap.add_argument("--variant", help=argparse.SUPPRESS)
+    ap.add_argument("--phase", help=argparse.SUPPRESS)
+    ap.add_argument("--store", help=argparse.SUPPRESS)
+    ap.add_argument("--timeout-s", type=float, default=0.0, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args)
+        return
+    t_start = time.time()
+    deadline = t_start + args.deadline_s
+    models = [m for m in args.models.split(",") if m]
+    variants = [v for v in args.variants.split(",") if v]
+    for v in variants:
+        if v not in VARIANTS:
+            raise SystemExit(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"env": environment(), "args": {k: v for k, v in vars(args).items() if k not in (
+        "child", "model", "variant", "phase", "store")}, "runs": []}
+    print(json.dumps(doc["env"]), flush=True)
+    work = Path(tempfile.mkdtemp(prefix="inductor-models-"))
+    stopped = False
+    try:
+        for rep in range(args.repeats):
+            for m in models:
+                for v in variants:  # side by side: every variant of a model before the next model
+                    cache, store = work / f"{m}-{v}-{rep}", work / f"{m}-{v}-{rep}.sqlite"
+                    for phase in PHASES[v]:
+                        left = deadline - time.time()
+                        if left < 60:
+                            stopped = True
+                            break
+                        c = work / f"{m}-{v}-{rep}-fresh" if phase == "store" else cache
+                        rec = run_child(m, v, phase, c, store, args, timeout=left)
+                        rec["repeat"] = rep
+                        doc["runs"].append(rec)
+                        out.write_text(json.dumps(doc, indent=1))
+                        print(json.dumps({k: rec.get(k) for k in ("model", "variant", "phase", "repeat", "compile_s",
+                                                                  "step_ms", "max_abs_diff", "abductune", "error")}),
+                              flush=True)
+                    shutil.rmtree(cache, ignore_errors=True)
+                    shutil.rmtree(work / f"{m}-{v}-{rep}-fresh", ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    doc["stopped_at_deadline"] = stopped
+    doc["wall_s"] = time.time() - t_start
+    out.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {out}" + (" (stopped at the deadline)" if stopped else ""))
+    print(table(doc["runs"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,656 @@
+"""abductune inside `torch.compile`: it tunes the Triton kernels TorchInductor generates.
+
+    import abductune
+    with abductune.inductor.enable(store="tune.sqlite"):
+        model = torch.compile(model)
+        model(x)                      # compiles, tunes, and stores what it learned
+
+Off by default, reversible (`handle.undo()`, or leaving the `with`), scoped (only kernels
+compiled while it is on are touched). `ABDUCTUNE_INDUCTOR=1` turns it on for a script that
+cannot be edited: the variable is read when this module is imported, so run the script as
+`python -m abductune.integrations.inductor train.py ARGS` (or import this module from a
+sitecustomize). docs/INDUCTOR.md has the details and the versions.
+
+The seam, the same in torch 2.11 and 2.13 (`check_torch` refuses other versions in one line):
+
+1. `async_compile._load_triton_kernel_from_source`, the function Inductor pickles into its
+   compile workers to load a generated kernel module, is replaced in this process by a
+   `_Loader` that carries the settings. Inductor sends the loader to its workers itself, so the
+   next step happens wherever the kernel is loaded: in a worker, or in this process.
+2. While the loader runs, `triton_heuristics.cached_autotune` (which `pointwise`, `reduction`,
+   `persistent_reduction` and `cooperative_reduction` all call with their config list) is
+   wrapped: abductune's candidates for the kernel go ahead of Inductor's list, the kernel's
+   autotuner becomes an `AbductuneAutotuner` (through `cached_autotune`'s own
+   `caching_autotuner_cls` argument), and the kernel asks for a finish (the metadata flag
+   Inductor's coordinate descent reads). The wrap is undone when the load ends.
+3. `AbductuneAutotuner.__init__` looks the kernel up in the store first: a kernel tuned before
+   gets its winner as its only config, so nothing is searched or compiled twice.
+   `AbductuneAutotuner.coordinate_descent_tuning`, where Inductor would run coordinate
+   descent, runs abductune's Session from Inductor's winner instead, with the store.
+   Under dynamic shapes (`AbductuneDynamicAutotuner`), a launch whose sizes fall in another
+   size-hint bucket gets that bucket's config (from the store, else tuned once).
+
+torch 2.13's `CachingAutotunerPlugin` (pre_compile / pre_dispatch / pre_autotune) is not the
+seam: torch 2.11 lacks it, torch 2.13 builds its plugin list from a private function with no
+registration, `pre_autotune` fires only with more than one launcher (so never after a store
+hit), and it cannot change the config list before the worker compiles it.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+import logging
+import os
+import sys
+import threading
+import time
+import uuid
+from collections import Counter
+from typing import Any, Mapping
+
+from ..errors import AbductuneError
+from ..search import Budget, make_strategy
+from ..search.base import Seed
+from ..session import Session
+from ..store import Store
+from . import inductor_kernels as K
+from .inductor_measure import AheadLaunchEvaluator, LaunchEvaluator, config_like
+
+log = logging.getLogger(__name__)
+
+ENV_VAR = "ABDUCTUNE_INDUCTOR"
+SUPPORTED = ((2, 11), (2, 13))  # torch minor versions, both ends included
+DEFAULT_BUDGET = 8  # evaluations per kernel and shape (Inductor's coordinate descent takes 10 to 40)
+
+
+class InductorVersionError(AbductuneError):
+    """This torch is outside the versions whose Inductor abductune knows how to hook."""
+
+
+# ----------------------------------------------------------------------------- the seam
+
+def torch_version(version: str) -> tuple[int, int]:
+    """(major, minor) of a torch version string ("2.13.0+cpu" -> (2, 13))."""
+    try:
+        major, minor = version.split("+")[0].split(".")[:2]
+        return int(major), int("".join(ch for ch in minor if ch.isdigit()))
+    except ValueError:
+        raise InductorVersionError(f"cannot read the torch version {version!r}") from None
+
+
+def check_torch(version: str | None = None) -> Any:
+    """Inductor's modules when this torch is supported; else InductorVersionError, one line."""
+    lo, hi = SUPPORTED
+    want = f"torch {lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}"
+    if version is None:
+        try:
+            import torch
+        except ImportError:
+            raise InductorVersionError(f"abductune.inductor needs torch ({want}); torch is not installed") from None
+        version = torch.__version__
+    if not lo <= torch_version(version) <= hi:
+        raise InductorVersionError(f"abductune.inductor supports {want}; this is torch {version}: install one of "
+                                   "those, or leave abductune.inductor off")
+    from torch._inductor import async_compile
+    from torch._inductor.runtime import hints, triton_heuristics
+
+    cached_autotune = _ORIGINAL.get("cached_autotune", triton_heuristics.cached_autotune)  # ours while loading
+    methods = ("coordinate_descent_tuning", "_precompile_config", "bench")
+    missing = [name for name, ok in (
+        ("async_compile._load_triton_kernel_from_source",
+         callable(getattr(async_compile, "_load_triton_kernel_from_source", None))),
+        ("cached_autotune(caching_autotuner_cls=...)",
+         "caching_autotuner_cls" in inspect.signature(cached_autotune).parameters),
+        ("CachingAutotuner.coordinate_descent_tuning",
+         all(hasattr(triton_heuristics.CachingAutotuner, m) for m in methods)),
+        ("hints.TRITON_MAX_BLOCK", hasattr(hints, "TRITON_MAX_BLOCK")),
+    ) if not ok]
+    if missing:
+        raise InductorVersionError(f"torch {version}'s Inductor has no {missing[0]}, which abductune.inductor hooks "
+                                   f"(supported: {want})")
+    return triton_heuristics
+
+
+# ----------------------------------------------------------------------------- enable / undo
+
+_LOCK = threading.RLock()
+_STACK: list["Handle"] = []  # the live enables of this process, innermost last
+_ORIGINAL: dict[str, Any] = {}  # what the seam replaced, to put back
+_ACTIVE = threading.local()  # the settings of the kernel load under way in this thread
+_DEPTH = 0  # loads under way in this process (the cached_autotune wrap is in place while > 0)
+
+
+class Handle:
+    """One `enable()`: `undo()` (or leaving its `with`) puts Inductor back as it was. Its
+    `stats` count what the finishes in this process did."""
+
+    def __init__(self, settings: K.Settings, store: Store, own_store: bool):
+        self.settings = settings
+        self.store = store
+        self._own_store = own_store
+        from ..hardware import toolchain_key
+
+        self.toolchain = toolchain_key()
+        self.stats: Counter = Counter()
+        self.closed = False
+
+    def undo(self) -> None:
+        with _LOCK:
+            if self.closed:
+                return
+            self.closed = True
+            if self in _STACK:
+                _STACK.remove(self)
+            _install_loader()
+        if self._own_store:
+            self.store.close()
+
+    close = undo
+
+    def __enter__(self) -> "Handle":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.undo()
+
+    def __repr__(self) -> str:
+        return (f"<abductune.inductor handle {'off' if self.closed else 'on'}: store {self.store.path}, "
+                f"{self.settings.strategy}, {dict(self.stats)}>")
+
+
+def enable(store: Store | str | os.PathLike[str] | None = None, strategy: str = "abduction",
+           budget: Budget | int | None = DEFAULT_BUDGET, *, seed: int = 0, candidates: int = 2,
+           per_shape: bool = True, compile_ahead: bool = False, options: Mapping[str, Any] | None = None) -> Handle:
+    """Turn abductune on for the Triton kernels Inductor generates from now on, in this
+    process (module docstring). `store`: a Store or a path (None: the default store,
+    `$ABDUCTUNE_STORE`); a file lets every process share what was tuned. `budget`:
+    evaluations (an int) or a `Budget` per kernel and shape. `candidates`: how many of
+    abductune's configs go ahead of Inductor's list. `per_shape`: under dynamic shapes, a
+    config per size-hint bucket. `compile_ahead`: compile the finish's configs in Inductor's
+    compile workers, ahead of the search (experimental: no gain measured yet, see
+    docs/INDUCTOR.md). `options`: the strategy's (abduction: stop_early=True)."""
+    check_torch()
+    b = budget if isinstance(budget, Budget) else Budget(DEFAULT_BUDGET if budget is None else budget)
+    opts = dict(options if options is not None else ({"stop_early": True} if strategy == "abduction" else {}))
+    make_strategy(strategy, seed=seed, **opts)  # a bad name or option fails here, not mid-compile
+    if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 0:
+        raise AbductuneError(f"candidates must be an integer >= 0, got {candidates!r}")
+    own = not isinstance(store, Store)
+    st = store if isinstance(store, Store) else Store(store)
+    settings = K.Settings(st.path, strategy, b.evaluations, b.seconds, seed, candidates, bool(per_shape),
+                          bool(compile_ahead), uuid.uuid4().hex, K.as_options(opts))
+    handle = Handle(settings, st, own)
+    with _LOCK:
+        _STACK.append(handle)
+        _install_loader()
+    log.info("abductune.inductor on: store %s, %s, %s", st.path, strategy, b)
+    return handle
+
+
+def active() -> Handle | None:
+    """The innermost live `enable()` of this process, or None."""
+    with _LOCK:
+        return _STACK[-1] if _STACK else None
+
+
+def _live(token: str) -> Handle | None:
+    with _LOCK:
+        return next((h for h in _STACK if h.settings.token == token), None)
+
+
+def _install_loader() -> None:
+    """Point Inductor's loader at the innermost enable's, or back at Inductor's own."""
+    from torch._inductor import async_compile
+
+    current = async_compile._load_triton_kernel_from_source
+    if "loader" not in _ORIGINAL:
+        if not _STACK:
+            return
+        _ORIGINAL["loader"] = current
+    elif not isinstance(current, _Loader):
+        log.warning("abductune.inductor: Inductor's kernel loader was replaced by someone else (%r); "
+                    "abductune leaves it as it is", current)
+        if not _STACK:
+            _ORIGINAL.pop("loader")
+        return
+    if _STACK:
+        async_compile._load_triton_kernel_from_source = _Loader(_STACK[-1].settings, _ORIGINAL["loader"])
+    else:
+        async_compile._load_triton_kernel_from_source = _ORIGINAL.pop("loader")
+
+
+class _Loader:
+    """Loads a generated kernel module as Inductor does, with `cached_autotune` wrapped for the
+    duration. It pickles (settings and Inductor's own loader, by reference), so Inductor sends
+    it to its compile workers with each kernel."""
+
+    def __init__(self, settings: K.Settings, original: Any):
+        self.settings = settings
+        self.original = original
+
+    def __call__(self, kernel_name: str, source_code: str) -> Any:
+        with _wrapped(self.settings):
+            return self.original(kernel_name, source_code)
+
+
+@contextlib.contextmanager
+def _wrapped(settings: K.Settings):
+    """`triton_heuristics.cached_autotune` wrapped while kernels load, put back after the last
+    (identity restored, exceptions included); the settings are per thread."""
+    global _DEPTH
+    from torch._inductor.runtime import triton_heuristics as th
+
+    with _LOCK:
+        if _DEPTH == 0:
+            _ORIGINAL["cached_autotune"] = th.cached_autotune
+            th.cached_autotune = _cached_autotune
+        _DEPTH += 1
+    before = getattr(_ACTIVE, "settings", None)
+    _ACTIVE.settings = settings
+    try:
+        yield
+    finally:
+        _ACTIVE.settings = before
+        with _LOCK:
+            _DEPTH -= 1
+            if _DEPTH == 0:
+                th.cached_autotune = _ORIGINAL.pop("cached_autotune")
+
+
+# ----------------------------------------------------------------------------- candidates
+
+@functools.lru_cache(maxsize=4)
+def _signature(fn: Any) -> inspect.Signature:
+    return inspect.signature(fn)
+
+
+def _cached_autotune(*args: Any, **kwargs: Any) -> Any:
+    """Inductor's `cached_autotune`, with abductune's plan for the kernels it tunes."""
+    original = _ORIGINAL["cached_autotune"]
+    settings = getattr(_ACTIVE, "settings", None)
+    if settings is None:
+        return original(*args, **kwargs)
+    meta = kwargs.get("inductor_meta")
+    flag = meta.get("coordinate_descent_tuning") if isinstance(meta, dict) else None
+    try:
+        arguments = dict(_signature(original).bind(*args, **kwargs).arguments)
+        planned = _plan(arguments, settings)
+        if planned is not None:
+            return original(**planned)
+    except Exception as e:  # noqa: BLE001 - abductune must never break a compile
+        log.warning("abductune.inductor: kept Inductor's configs (%s: %s)", type(e).__name__, e)
+        if isinstance(meta, dict):  # as Inductor wrote it
+            meta["coordinate_descent_tuning"] = flag
+            if flag is None:
+                del meta["coordinate_descent_tuning"]
+    return original(*args, **kwargs)
+
+
+def _plan(a: dict[str, Any], settings: K.Settings) -> dict[str, Any] | None:
+    """The arguments with abductune's candidates ahead of Inductor's list, its autotuner
+    class and the finish requested; None for kernels abductune leaves alone (templates, user
+    kernels, split scans, native matmuls, anything under deterministic algorithms, whose
+    configs must not move)."""
+    heuristic = getattr(a.get("heuristic_type"), "name", str(a.get("heuristic_type"))).lower()
+    meta = a.get("inductor_meta")
+    tmeta = a.get("triton_meta") or {}
+    configs = list(a.get("configs") or ())
+    if heuristic not in K.TUNED or not configs or meta is None or a.get("custom_kernel"):
+        return None
+    if any(meta.get(k) for k in ("profile_bandwidth", "deterministic", "are_deterministic_algorithms_enabled",
+                                 "batch_invariant")) or tmeta.get("native_matmul"):
+        return None
+    first = configs[0]
+    desc = _describe(heuristic, a.get("size_hints"), first, tmeta, meta, "0" * 16)
+    ours = []
+    base = desc.config_of(first.kwargs, first.num_warps)
+    for cfg, source in K.candidates(desc, base, settings.candidates):
+        ours.append(config_like(first, *desc.kwargs_of(cfg, first.kwargs)))
+        log.debug("abductune.inductor: %s candidate %s (%s)", meta.get("kernel_name"), cfg, source)
+    state = _KernelState(settings, heuristic, tuple((dict(c.kwargs), int(c.num_warps)) for c in configs),
+                         bool(meta.get("coordinate_descent_tuning")))
+    meta["coordinate_descent_tuning"] = True  # where Inductor would run coordinate descent, we finish
+    return {**a, "configs": ours + configs, "caching_autotuner_cls": functools.partial(_make_autotuner, state)}
+
+
+def _describe(heuristic: str, size_hints: Any, config: Any, tmeta: Mapping[str, Any], meta: Mapping[str, Any],
+              src_hash: str) -> K.KernelDesc:
+    from torch._inductor.runtime.hints import TRITON_MAX_BLOCK
+
+    try:
+        from torch._inductor.runtime.hints import TRITON_MAX_TENSOR_NUMEL as max_numel
+    except ImportError:  # torch 2.11
+        max_numel = K.MAX_TENSOR_NUMEL
+    device = tmeta.get("device")
+    props = device._asdict() if hasattr(device, "_asdict") else dict(device or {})
+    return K.describe(heuristic, size_hints, config.kwargs, meta, props, src_hash=src_hash,
+                      dtype=K.first_dtype(tmeta.get("signature") or {}), reduction_hint=str(meta.get("reduction_hint")),
+                      device_name=_device_name(props), max_block=TRITON_MAX_BLOCK, max_numel=max_numel)
+
+
+_NAMES: dict[str, str | None] = {}
+
+
+def _device_name(props: Mapping[str, Any]) -> str | None:
+    """The GPU's name from NVML (no CUDA context, so the same in a compile worker as here)."""
+    if props.get("type") != "cuda":
+        return None
+    if "cuda" not in _NAMES:
+        try:
+            from ..measure.target import visible_gpu
+
+            seen = visible_gpu()
+            _NAMES["cuda"] = seen[0] if seen and "MIG" not in seen[0] else None
+        except Exception:  # noqa: BLE001 - then the properties name it
+            _NAMES["cuda"] = None
+    return _NAMES["cuda"]
+
+
+# ----------------------------------------------------------------------------- the autotuner
+
+class _KernelState:
+    """What a kernel's autotuner keeps of the plan (it pickles with it)."""
+
+    def __init__(self, settings: K.Settings, heuristic: str, inductor: tuple, user_coordesc: bool):
+        self.settings, self.heuristic, self.inductor, self.user_coordesc = settings, heuristic, inductor, user_coordesc
+
+
+def _make_autotuner(state: _KernelState, fn: Any, *args: Any, **kw: Any) -> Any:
+    sig = (kw.get("triton_meta") or {}).get("signature") or {}
+    dynamic = state.settings.per_shape and bool(K.numel_args(sig, getattr(fn, "src", "") or ""))
+    cls = __getattr__("AbductuneDynamicAutotuner" if dynamic else "AbductuneAutotuner")
+    return cls(fn, *args, abductune_state=state, **kw)
+
+
+_STORES: dict[str, Store] = {}
+
+
+def _store_for(settings: K.Settings) -> tuple[Store | None, str]:
+    """The store to look a kernel up in: the live handle's in its own process, else the file
+    opened read-only (a compile worker)."""
+    h = _live(settings.token)
+    if h is not None:
+        return h.store, h.toolchain
+    from ..hardware import toolchain_key
+
+    if settings.store == ":memory:" or not os.path.exists(settings.store):
+        return None, ""
+    with _LOCK:
+        if settings.store not in _STORES:
+            _STORES[settings.store] = Store(settings.store, read_only=True)
+    return _STORES[settings.store], toolchain_key()
+
+
+def _classes() -> dict[str, type]:
+    """The autotuner subclasses, made on first use so that importing this module needs no
+    torch; pickles find them as this module's attributes (`__getattr__`)."""
+    if "AbductuneAutotuner" in _CLASSES:
+        return _CLASSES
+    check_torch()
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    class AbductuneAutotuner(CachingAutotuner):
+        """Inductor's autotuner, with the store looked up first and abductune's finish."""
+
+        def __init__(self, fn: Any, *args: Any, abductune_state: _KernelState, **kw: Any):
+            state = self._abt = abductune_state
+            tmeta = kw.get("triton_meta") or {}
+            self._abt_hash = K.source_hash(getattr(fn, "src", "") or "", tmeta.get("signature"), tmeta.get("configs"))
+            self._abt_numels = K.numel_args(tmeta.get("signature") or {}, getattr(fn, "src", "") or "")
+            self._abt_hints: dict[str, int] | None = None  # the bucket being launched (dynamic shapes)
+            self._abt_buckets: dict[tuple, Any] = {}
+            self._abt_stored = False
+            self._abt_lookup = "no store"  # what the lookup at load time found (for the parent's log)
+            configs = kw.get("configs") or []
+            try:
+                store, toolchain = _store_for(state.settings)
+                if store is not None and configs:
+                    first = configs[0]
+                    desc = _describe(state.heuristic, kw.get("size_hints"), first, tmeta, kw.get("inductor_meta") or {},
+                                     self._abt_hash)
+                    won = K.stored_winner(store, desc, toolchain)
+                    self._abt_lookup = f"{'hit' if won else 'miss'} {_key(desc, toolchain)}"
+                    if won is not None:
+                        cfg = config_like(first, *desc.kwargs_of(won, first.kwargs))
+                        cfg.found_by_coordesc = True  # tuned before: no search
+                        kw["configs"] = [cfg]
+                        self._abt_stored = True
+            except Exception as e:  # noqa: BLE001 - a failed lookup leaves Inductor's list
+                self._abt_lookup = f"error {type(e).__name__}: {e}"
+                log.warning("abductune.inductor: store lookup failed (%s: %s)", type(e).__name__, e)
+            super().__init__(fn, *args, **kw)
+
+        def __getstate__(self) -> dict[str, Any]:
+            state = super().__getstate__()
+            state["_abt_buckets"] = {}  # launchers do not pickle; the store keeps the configs
+            return state
+
+        def coordinate_descent_tuning(self, launcher: Any, *args: Any, **kwargs: Any) -> Any:
+            if self._abt_stored:  # its only config is the store's winner (a config's own mark,
+                # found_by_coordesc, can be lost on the way from the compile worker)
+                launcher.config.found_by_coordesc = True
+                return launcher
+            handle = _live(self._abt.settings.token)
+            if handle is None:  # compiled under an enable() that has ended: Inductor's behaviour
+                return super().coordinate_descent_tuning(launcher, *args, **kwargs) if self._abt.user_coordesc \
+                    else launcher
+            try:
+                return _finish(self, handle, launcher, args, kwargs)
+            except Exception as e:  # noqa: BLE001 - never break the model: keep Inductor's winner
+                log.warning("abductune.inductor: tuning %s failed (%s: %s); Inductor's config is kept",
+                            self.inductor_meta.get("kernel_name"), type(e).__name__, e)
+                handle.stats["failed"] += 1
+                return launcher
+
+    class AbductuneDynamicAutotuner(AbductuneAutotuner):
+        """For a kernel compiled for dynamic shapes: a config per size-hint bucket. Inductor
+        tunes such a kernel once, on its first launch, and keeps that config for every size."""
+
+        def run(self, *args: Any, stream: Any, benchmark_run: bool = False, **kwargs: Any) -> Any:
+            if not benchmark_run:
+                hints = dict(self.size_hints or {})
+                for pos, prefix in self._abt_numels:
+                    if pos < len(args) and isinstance(args[pos], int):
+                        hints[prefix] = K.next_pow2(args[pos])
+                if hints != self._abt_hints:
+                    self._abt_switch(hints, args, kwargs)
+            return super().run(*args, stream=stream, benchmark_run=benchmark_run, **kwargs)
+
+        def _abt_switch(self, hints: dict[str, int], args: tuple, kwargs: dict) -> None:
+            old, self._abt_hints = self._abt_hints, hints
+            if old is None or len(self.launchers) != 1:
+                return  # the first launch: Inductor tunes it, and our finish keys it by `hints`
+            self._abt_buckets[tuple(sorted(old.items()))] = self.launchers[0]
+            key = tuple(sorted(hints.items()))
+            launcher = self._abt_buckets.get(key)
+            if launcher is None:
+                launcher = self.launchers[0]
+                handle = _live(self._abt.settings.token)
+                if handle is not None:
+                    try:
+                        launcher = _finish(self, handle, launcher, args, kwargs, first=False)
+                    except Exception as e:  # noqa: BLE001 - as in coordinate_descent_tuning
+                        log.warning("abductune.inductor: tuning %s for %s failed (%s: %s)",
+                                    self.inductor_meta.get("kernel_name"), hints, type(e).__name__, e)
+                self._abt_buckets[key] = launcher
+            self.launchers = [launcher]
+            if hasattr(self, "_cached_launcher"):  # torch 2.13's fast path holds the old one
+                self._cached_launcher = None
+
+    for cls in (AbductuneAutotuner, AbductuneDynamicAutotuner):
+        cls.__module__, cls.__qualname__ = __name__, cls.__name__
+    _CLASSES.update(AbductuneAutotuner=AbductuneAutotuner, AbductuneDynamicAutotuner=AbductuneDynamicAutotuner)
+    return _CLASSES
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("AbductuneAutotuner", "AbductuneDynamicAutotuner"):
+        return _classes()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ----------------------------------------------------------------------------- the finish
+
+def _finish(tuner: Any, handle: Handle, launcher: Any, args: tuple, kwargs: dict, first: bool = True) -> Any:
+    """Where Inductor would run coordinate descent: the store's winner if this kernel (and
+    size-hint bucket) was tuned before, else a Session from Inductor's winner, seeded with
+    abductune's candidates, Inductor's list as the baseline, the store keeping everything.
+    `first`: the shape Inductor tuned (its timings answer for free); False for another size
+    bucket of a dynamic kernel, which starts from the current bucket's winner."""
+    if getattr(tuner.fn, "fn", True) is None:  # compiled in a worker: load the function here
+        tuner.fn = tuner._reload_kernel().fn
+    settings = handle.settings
+    hints = tuner._abt_hints or tuner.size_hints
+    desc = _describe(tuner._abt.heuristic, hints, launcher.config, _triton_meta(tuner), tuner.inductor_meta,
+                     tuner._abt_hash)
+    start = desc.config_of(launcher.config.kwargs, launcher.config.num_warps)
+    if start is None:
+        log.info("abductune.inductor: %s's config %s is outside its space; kept", desc.problem.kernel,
+                 launcher.config.kwargs)
+        return launcher
+    t0 = time.perf_counter()
+    warm = _warmer(tuner) if settings.compile_ahead else None
+    evaluator = AheadLaunchEvaluator if warm else LaunchEvaluator
+    ev = evaluator(tuner, launcher, desc, args, kwargs, reuse=first, warm=warm)
+    won = K.stored_winner(handle.store, desc, handle.toolchain)
+    if won is not None:
+        handle.stats["store_hits"] += 1
+        if first:  # the load-time lookup should have answered: say what it saw
+            log.info("abductune.inductor: %s answered by the store at launch, not at load (load: %s; launch: %s)",
+                     desc.problem.kernel, getattr(tuner, "_abt_lookup", "?"), _key(desc, handle.toolchain))
+        best = won
+    else:
+        seeds = [Seed(start, "inductor")] + [Seed(c, s) for c, s in K.candidates(desc, start, settings.candidates)]
+        inductor = [c for c in (desc.config_of(kw, w) for kw, w in tuner._abt.inductor) if c is not None]
+        with Session(ev, strategy=settings.strategy, seed=settings.seed, options=dict(settings.options),
+                     budget=Budget(settings.evaluations, settings.seconds), seeds=seeds, store=handle.store,
+                     toolchain=handle.toolchain) as session:
+            res = session.run(baselines={"inductor": inductor, "start": [start]})
+        best = res.winner.config if res.winner is not None and res.winner.ok else start
+        handle.stats["searches"] += 1
+        handle.stats["evaluations"] += res.evaluations
+        handle.stats["compiled"] += ev.compiled
+        handle.stats["compiled_ahead"] += ev.warmed
+        log.info("abductune.inductor: %s %s: %s (%s) after %d evaluations", desc.problem.kernel, hints,
+                 K.describe_config(best, desc.fields), "Inductor's" if best == start else "new", res.evaluations)
+    winner = ev.launcher(best)
+    winner.config.found_by_coordesc = True
+    if tuner.save_cache_hook:  # Inductor's own autotune cache learns it too
+        tuner.save_cache_hook(winner.config, int((time.perf_counter() - t0) * 1e9), found_by_coordesc=True)
+    return winner
+
+
+def _warmer(tuner: Any) -> Any:
+    """A function that compiles configs of this kernel in Inductor's compile workers, into
+    Triton's cache (what those workers do for Inductor's own config lists), so the finish's
+    compiles run in parallel and ahead of the search; None where Inductor compiles in this
+    process (compile_threads=1) or the kernel's module file is gone."""
+    try:
+        from torch._inductor import config as ic
+        from torch._inductor.async_compile import AsyncCompile
+
+        name = tuner.inductor_meta.get("kernel_name")
+        if not (name and tuner.filename and os.path.exists(tuner.filename) and AsyncCompile.use_process_pool()):
+            return None
+        pool = AsyncCompile.process_pool()
+    except Exception:  # noqa: BLE001 - then the finish compiles here
+        return None
+    env = {v: os.environ[v] for v in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TRITON_LIBDEVICE_PATH")
+           if v in os.environ}
+    extra = {k: getattr(ic, k) for k in ("use_static_triton_launcher",) if hasattr(ic, k)}
+    path = tuner.filename
+
+    def warm(configs: list[Any]) -> list[Any]:
+        return [pool.submit(_compile_in_worker, name, path, (dict(c.kwargs), int(c.num_warps), int(c.num_stages)),
+                            env, extra) for c in configs]
+    return warm
+
+
+def _compile_in_worker(kernel_name: str, path: str, config: tuple, extra_env: dict, extra_config: dict) -> None:
+    """In one of Inductor's compile workers: compile one config of a kernel into Triton's cache,
+    as `compile_tasks._worker_compile_triton` does for Inductor's list (a fresh module: the one
+    Inductor's cache holds has given its function away when it was pickled to the parent)."""
+    from torch._inductor import config as ic
+    from torch._inductor.runtime import compile_tasks
+    from torch._inductor.runtime.triton_heuristics import Config
+
+    getattr(compile_tasks, "_set_triton_ptxas_path", lambda: None)()
+    os.environ.update(extra_env)
+    with ic.patch(extra_config):
+        kernel = getattr(compile_tasks._reload_python_module(f"abductune_{uuid.uuid4().hex}", path,
+                                                            set_sys_modules=False), kernel_name)
+        kw, warps, stages = config
+        kernel.compile_results, kernel.launchers = [], []
+        kernel.configs = [Config(kw, num_warps=warps, num_stages=stages)]
+        kernel.precompile(warm_cache_only=True)
+
+
+def _key(desc: K.KernelDesc, toolchain: str) -> str:
+    """The store key of a kernel, short, for logs."""
+    p = desc.problem
+    return (f"{p.kernel} {p.kernel_class} {p.dims} {p.hardware.name if p.hardware else '-'} "
+            f"space {desc.space.fingerprint()} {toolchain}")
+
+
+def _triton_meta(tuner: Any) -> dict[str, Any]:
+    """The autotuner's triton_meta with the device properties (Inductor keeps only the index)."""
+    return {**tuner.triton_meta, "device": tuner.device_props}
+
+
+# ----------------------------------------------------------------------------- ABDUCTUNE_INDUCTOR
+
+def from_env(environ: Mapping[str, str] | None = None) -> Handle | None:
+    """`enable()` when ABDUCTUNE_INDUCTOR is 1 (budget from ABDUCTUNE_INDUCTOR_BUDGET, strategy from
+    ABDUCTUNE_INDUCTOR_STRATEGY, the store from ABDUCTUNE_STORE); None when it is unset or 0."""
+    env = os.environ if environ is None else environ
+    value = env.get(ENV_VAR, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return None
+    if value not in ("1", "true", "yes", "on"):
+        raise AbductuneError(f"{ENV_VAR}={value!r}: use 1 to tune torch.compile's kernels with abductune, 0 not to")
+    budget = env.get("ABDUCTUNE_INDUCTOR_BUDGET", "").strip()
+    if budget and not budget.isdigit():
+        raise AbductuneError(f"ABDUCTUNE_INDUCTOR_BUDGET={budget!r}: give a number of evaluations per kernel")
+    return enable(strategy=env.get("ABDUCTUNE_INDUCTOR_STRATEGY", "abduction") or "abduction",
+                  budget=int(budget) if budget else DEFAULT_BUDGET)
+
+
+def _in_compile_worker() -> bool:
+    """Inductor's compile workers import this module to unpickle the loader; they never enable."""
+    return "compile_worker" in (sys.argv[0] if sys.argv else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m abductune.integrations.inductor SCRIPT [ARGS]` (or `-m MODULE [ARGS]`): run a
+    script that cannot be edited with abductune on (unless ABDUCTUNE_INDUCTOR=0)."""
+    import runpy
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or (argv[0] == "-m" and len(argv) < 2):
+        print("usage: python -m abductune.integrations.inductor SCRIPT [ARGS] | -m MODULE [ARGS]")
+        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    os.environ.setdefault(ENV_VAR, "1")
+    # the importable module reads the variable (its classes must pickle under that name, not __main__)
+    from abductune.integrations import inductor as module
+
+    if module.active() is None:  # imported before the variable was set
+        module._ENV_HANDLE = module.from_env()
+
+    if argv[0] == "-m":
+        sys.argv = argv[1:]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = argv
+        sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+        runpy.run_path(argv[0], run_name="__main__")
+    return 0
+
+
+_ENV_HANDLE = None if __name__ == "__main__" or _in_compile_worker() else from_env()
+
+if __name__ == "__main__":
+    sys.exit(main())
