@@ -34,6 +34,11 @@ torch 2.13's `CachingAutotunerPlugin` (pre_compile / pre_dispatch / pre_autotune
 seam: torch 2.11 lacks it, torch 2.13 builds its plugin list from a private function with no
 registration, `pre_autotune` fires only with more than one launcher (so never after a store
 hit), and it cannot change the config list before the worker compiles it.
+
+The parts: this module (enable and its handle, the seam, the finish, `ABDUCTUNE_INDUCTOR` and
+the `python -m` runner); `inductor_state` (the version check, the live enables);
+`inductor_autotuner` (the autotuner subclasses and the store lookup); `inductor_kernels` (the
+store key, the space, the candidates; no torch); `inductor_measure` (the finish's evaluator).
 """
 from __future__ import annotations
 
@@ -55,68 +60,20 @@ from ..search.base import Seed
 from ..session import Session
 from ..store import Store
 from . import inductor_kernels as K
+# the modules this one is split into; their names used by callers and tests are this module's too
+from .inductor_autotuner import _STORES, _KernelState, _classes, _describe, _key, _make_autotuner  # noqa: F401
 from .inductor_measure import AheadLaunchEvaluator, LaunchEvaluator, config_like
+from .inductor_state import (SUPPORTED, InductorVersionError, _live, _LOCK, _ORIGINAL, _STACK,  # noqa: F401
+                             active, check_torch, torch_version)
 
 log = logging.getLogger(__name__)
 
 ENV_VAR = "ABDUCTUNE_INDUCTOR"
-SUPPORTED = ((2, 11), (2, 13))  # torch minor versions, both ends included
 DEFAULT_BUDGET = 8  # evaluations per kernel and shape (Inductor's coordinate descent takes 10 to 40)
-
-
-class InductorVersionError(AbductuneError):
-    """This torch is outside the versions whose Inductor abductune knows how to hook."""
-
-
-# ----------------------------------------------------------------------------- the seam
-
-def torch_version(version: str) -> tuple[int, int]:
-    """(major, minor) of a torch version string ("2.13.0+cpu" -> (2, 13))."""
-    try:
-        major, minor = version.split("+")[0].split(".")[:2]
-        return int(major), int("".join(ch for ch in minor if ch.isdigit()))
-    except ValueError:
-        raise InductorVersionError(f"cannot read the torch version {version!r}") from None
-
-
-def check_torch(version: str | None = None) -> Any:
-    """Inductor's modules when this torch is supported; else InductorVersionError, one line."""
-    lo, hi = SUPPORTED
-    want = f"torch {lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}"
-    if version is None:
-        try:
-            import torch
-        except ImportError:
-            raise InductorVersionError(f"abductune.inductor needs torch ({want}); torch is not installed") from None
-        version = torch.__version__
-    if not lo <= torch_version(version) <= hi:
-        raise InductorVersionError(f"abductune.inductor supports {want}; this is torch {version}: install one of "
-                                   "those, or leave abductune.inductor off")
-    from torch._inductor import async_compile
-    from torch._inductor.runtime import hints, triton_heuristics
-
-    cached_autotune = _ORIGINAL.get("cached_autotune", triton_heuristics.cached_autotune)  # ours while loading
-    methods = ("coordinate_descent_tuning", "_precompile_config", "bench")
-    missing = [name for name, ok in (
-        ("async_compile._load_triton_kernel_from_source",
-         callable(getattr(async_compile, "_load_triton_kernel_from_source", None))),
-        ("cached_autotune(caching_autotuner_cls=...)",
-         "caching_autotuner_cls" in inspect.signature(cached_autotune).parameters),
-        ("CachingAutotuner.coordinate_descent_tuning",
-         all(hasattr(triton_heuristics.CachingAutotuner, m) for m in methods)),
-        ("hints.TRITON_MAX_BLOCK", hasattr(hints, "TRITON_MAX_BLOCK")),
-    ) if not ok]
-    if missing:
-        raise InductorVersionError(f"torch {version}'s Inductor has no {missing[0]}, which abductune.inductor hooks "
-                                   f"(supported: {want})")
-    return triton_heuristics
 
 
 # ----------------------------------------------------------------------------- enable / undo
 
-_LOCK = threading.RLock()
-_STACK: list["Handle"] = []  # the live enables of this process, innermost last
-_ORIGINAL: dict[str, Any] = {}  # what the seam replaced, to put back
 _ACTIVE = threading.local()  # the settings of the kernel load under way in this thread
 _DEPTH = 0  # loads under way in this process (the cached_autotune wrap is in place while > 0)
 
@@ -154,6 +111,10 @@ class Handle:
     def __exit__(self, *exc: Any) -> None:
         self.undo()
 
+    def finish(self, tuner: Any, launcher: Any, args: tuple, kwargs: dict, first: bool = True) -> Any:
+        """The finish (`_finish`) of one of this enable's kernels, which its autotuner asks for."""
+        return _finish(tuner, self, launcher, args, kwargs, first)
+
     def __repr__(self) -> str:
         return (f"<abductune.inductor handle {'off' if self.closed else 'on'}: store {self.store.path}, "
                 f"{self.settings.strategy}, {dict(self.stats)}>")
@@ -188,16 +149,7 @@ def enable(store: Store | str | os.PathLike[str] | None = None, strategy: str = 
     return handle
 
 
-def active() -> Handle | None:
-    """The innermost live `enable()` of this process, or None."""
-    with _LOCK:
-        return _STACK[-1] if _STACK else None
-
-
-def _live(token: str) -> Handle | None:
-    with _LOCK:
-        return next((h for h in _STACK if h.settings.token == token), None)
-
+# ----------------------------------------------------------------------------- the seam
 
 def _install_loader() -> None:
     """Point Inductor's loader at the innermost enable's, or back at Inductor's own."""
@@ -314,180 +266,10 @@ def _plan(a: dict[str, Any], settings: K.Settings) -> dict[str, Any] | None:
     return {**a, "configs": ours + configs, "caching_autotuner_cls": functools.partial(_make_autotuner, state)}
 
 
-def _describe(heuristic: str, size_hints: Any, config: Any, tmeta: Mapping[str, Any], meta: Mapping[str, Any],
-              src_hash: str) -> K.KernelDesc:
-    from torch._inductor.runtime.hints import TRITON_MAX_BLOCK
-
-    try:
-        from torch._inductor.runtime.hints import TRITON_MAX_TENSOR_NUMEL as max_numel
-    except ImportError:  # torch 2.11
-        max_numel = K.MAX_TENSOR_NUMEL
-    device = tmeta.get("device")
-    props = device._asdict() if hasattr(device, "_asdict") else dict(device or {})
-    return K.describe(heuristic, size_hints, config.kwargs, meta, props, src_hash=src_hash,
-                      dtype=K.first_dtype(tmeta.get("signature") or {}), reduction_hint=str(meta.get("reduction_hint")),
-                      device_name=_device_name(props), max_block=TRITON_MAX_BLOCK, max_numel=max_numel)
-
-
-_NAMES: dict[str, str | None] = {}
-
-
-def _device_name(props: Mapping[str, Any]) -> str | None:
-    """The GPU's name from NVML (no CUDA context, so the same in a compile worker as here)."""
-    if props.get("type") != "cuda":
-        return None
-    if "cuda" not in _NAMES:
-        try:
-            from ..measure.target import visible_gpu
-
-            seen = visible_gpu()
-            _NAMES["cuda"] = seen[0] if seen and "MIG" not in seen[0] else None
-        except Exception:  # noqa: BLE001 - then the properties name it
-            _NAMES["cuda"] = None
-    return _NAMES["cuda"]
-
-
 # ----------------------------------------------------------------------------- the autotuner
 
-class _KernelState:
-    """What a kernel's autotuner keeps of the plan (it pickles with it)."""
-
-    def __init__(self, settings: K.Settings, heuristic: str, inductor: tuple, user_coordesc: bool):
-        self.settings, self.heuristic, self.inductor, self.user_coordesc = settings, heuristic, inductor, user_coordesc
-
-
-def _make_autotuner(state: _KernelState, fn: Any, *args: Any, **kw: Any) -> Any:
-    sig = (kw.get("triton_meta") or {}).get("signature") or {}
-    dynamic = state.settings.per_shape and bool(K.numel_args(sig, getattr(fn, "src", "") or ""))
-    cls = __getattr__("AbductuneDynamicAutotuner" if dynamic else "AbductuneAutotuner")
-    return cls(fn, *args, abductune_state=state, **kw)
-
-
-_STORES: dict[str, Store] = {}
-
-
-def _store_for(settings: K.Settings) -> tuple[Store | None, str]:
-    """The store to look a kernel up in: the live handle's in its own process, else the file
-    opened read-only (a compile worker)."""
-    h = _live(settings.token)
-    if h is not None:
-        return h.store, h.toolchain
-    from ..hardware import toolchain_key
-
-    if settings.store == ":memory:" or not os.path.exists(settings.store):
-        return None, ""
-    with _LOCK:
-        if settings.store not in _STORES:
-            _STORES[settings.store] = Store(settings.store, read_only=True)
-    return _STORES[settings.store], toolchain_key()
-
-
-def _classes() -> dict[str, type]:
-    """The autotuner subclasses, made on first use so that importing this module needs no
-    torch; pickles find them as this module's attributes (`__getattr__`)."""
-    if "AbductuneAutotuner" in _CLASSES:
-        return _CLASSES
-    check_torch()
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-
-    class AbductuneAutotuner(CachingAutotuner):
-        """Inductor's autotuner, with the store looked up first and abductune's finish."""
-
-        def __init__(self, fn: Any, *args: Any, abductune_state: _KernelState, **kw: Any):
-            state = self._abt = abductune_state
-            tmeta = kw.get("triton_meta") or {}
-            self._abt_hash = K.source_hash(getattr(fn, "src", "") or "", tmeta.get("signature"), tmeta.get("configs"))
-            self._abt_numels = K.numel_args(tmeta.get("signature") or {}, getattr(fn, "src", "") or "")
-            self._abt_hints: dict[str, int] | None = None  # the bucket being launched (dynamic shapes)
-            self._abt_buckets: dict[tuple, Any] = {}
-            self._abt_stored = False
-            self._abt_lookup = "no store"  # what the lookup at load time found (for the parent's log)
-            configs = kw.get("configs") or []
-            try:
-                store, toolchain = _store_for(state.settings)
-                if store is not None and configs:
-                    first = configs[0]
-                    desc = _describe(state.heuristic, kw.get("size_hints"), first, tmeta, kw.get("inductor_meta") or {},
-                                     self._abt_hash)
-                    won = K.stored_winner(store, desc, toolchain)
-                    self._abt_lookup = f"{'hit' if won else 'miss'} {_key(desc, toolchain)}"
-                    if won is not None:
-                        cfg = config_like(first, *desc.kwargs_of(won, first.kwargs))
-                        cfg.found_by_coordesc = True  # tuned before: no search
-                        kw["configs"] = [cfg]
-                        self._abt_stored = True
-            except Exception as e:  # noqa: BLE001 - a failed lookup leaves Inductor's list
-                self._abt_lookup = f"error {type(e).__name__}: {e}"
-                log.warning("abductune.inductor: store lookup failed (%s: %s)", type(e).__name__, e)
-            super().__init__(fn, *args, **kw)
-
-        def __getstate__(self) -> dict[str, Any]:
-            state = super().__getstate__()
-            state["_abt_buckets"] = {}  # launchers do not pickle; the store keeps the configs
-            return state
-
-        def coordinate_descent_tuning(self, launcher: Any, *args: Any, **kwargs: Any) -> Any:
-            if self._abt_stored:  # its only config is the store's winner (a config's own mark,
-                # found_by_coordesc, can be lost on the way from the compile worker)
-                launcher.config.found_by_coordesc = True
-                return launcher
-            handle = _live(self._abt.settings.token)
-            if handle is None:  # compiled under an enable() that has ended: Inductor's behaviour
-                return super().coordinate_descent_tuning(launcher, *args, **kwargs) if self._abt.user_coordesc \
-                    else launcher
-            try:
-                return _finish(self, handle, launcher, args, kwargs)
-            except Exception as e:  # noqa: BLE001 - never break the model: keep Inductor's winner
-                log.warning("abductune.inductor: tuning %s failed (%s: %s); Inductor's config is kept",
-                            self.inductor_meta.get("kernel_name"), type(e).__name__, e)
-                handle.stats["failed"] += 1
-                return launcher
-
-    class AbductuneDynamicAutotuner(AbductuneAutotuner):
-        """For a kernel compiled for dynamic shapes: a config per size-hint bucket. Inductor
-        tunes such a kernel once, on its first launch, and keeps that config for every size."""
-
-        def run(self, *args: Any, stream: Any, benchmark_run: bool = False, **kwargs: Any) -> Any:
-            if not benchmark_run:
-                hints = dict(self.size_hints or {})
-                for pos, prefix in self._abt_numels:
-                    if pos < len(args) and isinstance(args[pos], int):
-                        hints[prefix] = K.next_pow2(args[pos])
-                if hints != self._abt_hints:
-                    self._abt_switch(hints, args, kwargs)
-            return super().run(*args, stream=stream, benchmark_run=benchmark_run, **kwargs)
-
-        def _abt_switch(self, hints: dict[str, int], args: tuple, kwargs: dict) -> None:
-            old, self._abt_hints = self._abt_hints, hints
-            if old is None or len(self.launchers) != 1:
-                return  # the first launch: Inductor tunes it, and our finish keys it by `hints`
-            self._abt_buckets[tuple(sorted(old.items()))] = self.launchers[0]
-            key = tuple(sorted(hints.items()))
-            launcher = self._abt_buckets.get(key)
-            if launcher is None:
-                launcher = self.launchers[0]
-                handle = _live(self._abt.settings.token)
-                if handle is not None:
-                    try:
-                        launcher = _finish(self, handle, launcher, args, kwargs, first=False)
-                    except Exception as e:  # noqa: BLE001 - as in coordinate_descent_tuning
-                        log.warning("abductune.inductor: tuning %s for %s failed (%s: %s)",
-                                    self.inductor_meta.get("kernel_name"), hints, type(e).__name__, e)
-                self._abt_buckets[key] = launcher
-            self.launchers = [launcher]
-            if hasattr(self, "_cached_launcher"):  # torch 2.13's fast path holds the old one
-                self._cached_launcher = None
-
-    for cls in (AbductuneAutotuner, AbductuneDynamicAutotuner):
-        cls.__module__, cls.__qualname__ = __name__, cls.__name__
-    _CLASSES.update(AbductuneAutotuner=AbductuneAutotuner, AbductuneDynamicAutotuner=AbductuneDynamicAutotuner)
-    return _CLASSES
-
-
-_CLASSES: dict[str, type] = {}
-
-
 def __getattr__(name: str) -> Any:
+    """The autotuner subclasses (`inductor_autotuner`), made on first use."""
     if name in ("AbductuneAutotuner", "AbductuneDynamicAutotuner"):
         return _classes()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -587,13 +369,6 @@ def _compile_in_worker(kernel_name: str, path: str, config: tuple, extra_env: di
         kernel.compile_results, kernel.launchers = [], []
         kernel.configs = [Config(kw, num_warps=warps, num_stages=stages)]
         kernel.precompile(warm_cache_only=True)
-
-
-def _key(desc: K.KernelDesc, toolchain: str) -> str:
-    """The store key of a kernel, short, for logs."""
-    p = desc.problem
-    return (f"{p.kernel} {p.kernel_class} {p.dims} {p.hardware.name if p.hardware else '-'} "
-            f"space {desc.space.fingerprint()} {toolchain}")
 
 
 def _triton_meta(tuner: Any) -> dict[str, Any]:
