@@ -180,6 +180,21 @@ def sample_configs(space: Any, fixed: list[dict], *, size: int = SAMPLE_SIZE, se
                     "includes": "the kernel's own config list"}
 
 
+def sweep_plan(spec: Any, space: Any, *, limit: int | None, seed: int, sample_size: int,
+               exhaustive_max: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """What a sweep of `spec` measures per shape (every valid config, or the fixed sample past
+    `exhaustive_max`; the first `limit`) and the dataset header's meta that says so."""
+    configs, sample = sample_configs(space, spec.fixed_configs(), size=sample_size, seed=seed,
+                                     exhaustive_max=exhaustive_max)
+    if limit:
+        configs = configs[:limit]
+    meta: dict[str, Any] = {"fixed_configs": spec.fixed_configs(), "default_config": spec.default_config(),
+                            "origin": getattr(spec, "origin", "abductune built-in suite")}
+    if sample:
+        meta["sample"] = sample
+    return configs, meta
+
+
 def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *,
           compile_workers: int | None = None, limit: int | None = None, seed: int = 0,
           hardware: HardwareInfo | None = None, target_ms: float = 10.0, max_reps: int = 50,
@@ -196,14 +211,8 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
 
     spec = kernels.get(kernel_name)
     space = spec.space()
-    configs, sample = sample_configs(space, spec.fixed_configs(), size=sample_size, seed=seed,
-                                     exhaustive_max=exhaustive_max)
-    if limit:
-        configs = configs[:limit]
-    meta: dict[str, Any] = {"fixed_configs": spec.fixed_configs(), "default_config": spec.default_config(),
-                            "origin": getattr(spec, "origin", "abductune built-in suite")}
-    if sample:
-        meta["sample"] = sample
+    configs, meta = sweep_plan(spec, space, limit=limit, seed=seed, sample_size=sample_size,
+                               exhaustive_max=exhaustive_max)
     hw = hardware or local_hardware()
     out = make_out_dir(Path(out_dir) / spec.name)
     ctimes_path = out / "compile_times.json"
@@ -221,7 +230,7 @@ def sweep(kernel_name: str, shapes: list[dict[str, int]], out_dir: str | Path, *
                 continue
             head, recs = read_partial(partial)
             ds = Dataset(problem, space.to_dict(), [], tc, source=f"abductune sweep {spec.name}",
-                         restricted_to_records=sample is not None, meta=dict(meta))
+                         restricted_to_records="sample" in meta, meta=dict(meta))
             if head is not None:
                 ds.baselines = dict(head.get("baselines") or {})
             else:

@@ -237,18 +237,12 @@ def sweep_fleet(farm: Farm, kernel_name: str, shapes: Sequence[Mapping[str, int]
     from ..datasets.format import Dataset, append_records, write_dataset
     from ..files import atomic_write_text
     from ..store import Store
-    from ..sweep import EXHAUSTIVE_MAX, SAMPLE_SIZE, _read_compile_times, make_out_dir, read_partial, sample_configs
+    from ..sweep import EXHAUSTIVE_MAX, SAMPLE_SIZE, _read_compile_times, make_out_dir, read_partial, sweep_plan
 
     spec = kernels.get(kernel_name)
     space = spec.space()
-    configs, sample = sample_configs(space, spec.fixed_configs(), size=sample_size or SAMPLE_SIZE, seed=seed,
-                                     exhaustive_max=exhaustive_max or EXHAUSTIVE_MAX)
-    if limit:
-        configs = configs[:limit]
-    meta: dict[str, Any] = {"fixed_configs": spec.fixed_configs(), "default_config": spec.default_config(),
-                            "origin": getattr(spec, "origin", "abductune built-in suite")}
-    if sample:
-        meta["sample"] = sample
+    configs, meta = sweep_plan(spec, space, limit=limit, seed=seed, sample_size=sample_size or SAMPLE_SIZE,
+                               exhaustive_max=exhaustive_max or EXHAUSTIVE_MAX)
     pools = [p for p in _gpu_pools(farm, "live")] if mode == "live" else [None]
     options: dict[str, Any] = {"early_stop": False, "target_ms": target_ms, "max_reps": max_reps, "seed": seed}
     if compile_workers:
@@ -275,7 +269,7 @@ def sweep_fleet(farm: Farm, kernel_name: str, shapes: Sequence[Mapping[str, int]
             ev = FleetEvaluator(farm, target, problem, space, pool=pool)
             head, recs = read_partial(partial)
             ds = Dataset(problem, space.to_dict(), [], dict(info), source=f"abductune sweep {spec.name}",
-                         restricted_to_records=sample is not None, meta=dict(meta))
+                         restricted_to_records="sample" in meta, meta=dict(meta))
             if head is not None:
                 ds.baselines = dict(head.get("baselines") or {})
             else:
