@@ -46,14 +46,14 @@ def _onerow_propose(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> list[C
         return []
     role, name, _cols = rr
     base = {**cfg, name: target}
+    # the rows a program owns: every other (non-reduction) tile of the block
+    others = [n for r, (n, _d, red) in tiled_dims(pb, sp).items() if not red and r != role]
     out: list[Config | None] = []
     warps = sp.by_role("warps")
     if warps is not None:
         # warps matched to the block: each thread owns the middle of the preferred range
         lo, hi = ELEMS_PER_THREAD_OTHER
-        # the rows a program owns: every other (non-reduction) tile of the block
-        per_block = target * math.prod(cfg[n] for r, (n, _d, red) in tiled_dims(pb, sp).items()
-                                       if not red and r != role)
+        per_block = target * math.prod(cfg[n] for n in others)
         warp_size = pb.hardware.warp_size if pb.hardware else 32
         ideal = per_block / (warp_size * math.sqrt(lo * hi))
         ranked = sorted(warps.values, key=lambda w: abs(math.log2(w / ideal)))
@@ -62,7 +62,6 @@ def _onerow_propose(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> list[C
     if not _keep(out, sp, cfg):
         # a whole row does not fit beside the rows this block owns: own fewer rows (a block
         # holds what its threads can; the row in one pass is what this theory is about)
-        others = [n for r, (n, _d, red) in tiled_dims(pb, sp).items() if not red and r != role]
         out = [_fewer_rows(sp, c, others) for c in out if c is not None]
     return _keep(out, sp, cfg)
 
