@@ -1,5 +1,5 @@
 """`abductune sweep --call`: a third-party `@triton.autotune` kernel, reached through
-`patch_triton`, records the space grown around its own list as datasets (issue 22, item 4).
+`patch_triton`, records the space grown one step beyond its own list's hull as datasets (issue 22, item 4).
 Run on the CPU under Triton's interpreter, in a child process (the interpreter is chosen
 before `import triton`)."""
 from __future__ import annotations
@@ -73,6 +73,10 @@ def test_sweep_call_records_a_third_party_autotune_kernel_through_patch_triton(t
         ds = read_dataset(p, strict=True)
         space = ds.stated_space()
         assert len(ds.records) == len(space.valid_configs()) > 3  # the hull, not just the list
+        # grown one step beyond the hull (what a budgeted search measures): BLOCK 16..256, warps to 4
+        blocks = {m.config["BLOCK"] for m in ds.records}
+        assert blocks == {16, 32, 64, 128, 256} and 4 in {m.config["num_warps"] for m in ds.records}
+        assert "grown one step" in ds.meta["space_from"]
         assert require_exhaustive(ds).trusted()
         assert all(m.ok and m.time_ms > 0 for m in ds.records)
         assert len(ds.meta["fixed_configs"]) == 3 and all(space.is_valid(c) for c in ds.meta["fixed_configs"])

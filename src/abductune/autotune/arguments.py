@@ -111,11 +111,13 @@ def set_space(tuner: Any, space: Space | None, budget: int | Budget | None, reco
     tuner.space = space if space is not None else space_from_configs(tuner.configs, tuner.name)
     tuner._grown = space is None
     tuner._beyond = tuner._grown and budget is not None and not record
-    if tuner._beyond:
+    # record mode grows the same step: the recorded data then covers what a budgeted search
+    # of this kernel would measure, so replay can judge that search on it
+    if tuner._beyond or (tuner._grown and record):
         tuner.space = grow_space(tuner.space)
     tuner._list = [tuner._as_space_config(c) for c in tuner.configs]
     # record mode (`abductune sweep --call`): a key that must be tuned measures the whole
-    # space instead (or a fixed sample past 1,000 valid configs, with the list in it) and
+    # grown space instead (or a fixed sample past 1,000 valid configs, with the list in it) and
     # writes it as a dataset under `record`/<kernel>/, as `abductune sweep` does for a spec
     tuner.record = Path(record) if record else None
     tuner.recorded = []  # datasets written in record mode

@@ -26,6 +26,8 @@ def write_record(tuner: Any, problem: Problem, result: Any) -> Path:
     origin = f"{getattr(tuner.base_fn, '__module__', '?')}.{tuner.base_fn.__qualname__} (through patch_triton)"
     meta: dict[str, Any] = {"fixed_configs": tuner._list, "default_config": tuner._list[0] if tuner._list else
                             tuner.space.default(), "origin": origin}
+    if tuner._grown:
+        meta["space_from"] = "the kernel's own config list, grown one step beyond its hull along roles"
     if tuner._record_sample:
         meta["sample"] = tuner._record_sample
     ds = Dataset(problem, tuner.space.to_dict(), list(seen.values()), toolchain(),

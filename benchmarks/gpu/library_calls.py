@@ -1,0 +1,79 @@
+"""Calls into third-party libraries' public ops, for `abductune sweep --call` (issue 22: the
+zoo's library kernels, recorded through `patch_triton`, never copied). Each function imports
+its library inside (so the library's kernels are decorated under the patch) and calls one op
+on the shapes to record; each call that reaches an autotuned kernel with a new key records
+that key's whole grown space (or the fixed sample) as a dataset.
+
+Run on a GPU machine, from the repository root, with the library installed:
+  PYTHONPATH=src:benchmarks/gpu python3 -m abductune sweep --call library_calls:liger_dyt --out DIR
+"""
+from __future__ import annotations
+
+import torch
+
+
+def _check(name: str, got: torch.Tensor, want: torch.Tensor, tol: float) -> None:
+    """One check per call: a recording of a kernel that computes the wrong thing is worthless."""
+    err = (got.float() - want.float()).abs().max().item()
+    scale = want.float().abs().max().item() or 1.0
+    if err > tol * scale:
+        raise AssertionError(f"{name}: max error {err:.3g} against the torch reference (scale {scale:.3g})")
+
+
+def liger_dyt() -> None:
+    """Liger-Kernel's DyT forward (Dynamic Tanh, Zhu et al. 2025, a LayerNorm replacement):
+    y = gamma * tanh(alpha * x) + beta over rows, a 2-D grid of column blocks; its key is the
+    row length N. 4,096 rows of transformer widths, one of them not a power of two."""
+    from liger_kernel.ops.dyt import liger_dyt_fwd
+
+    for n in (1024, 2048, 4096, 5120, 8192, 14336):
+        x = torch.randn(4096, n, device="cuda", dtype=torch.bfloat16)
+        alpha = torch.full((1,), 0.5, device="cuda", dtype=torch.bfloat16)
+        gamma = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        beta = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+        y = liger_dyt_fwd(x, alpha, gamma, beta)
+        _check(f"dyt N={n}", y, gamma * torch.tanh(alpha * x) + beta, 2e-2)
+
+
+def liger_int8int2() -> None:
+    """Liger-Kernel's experimental int8 x int2 matmul (BitNet-style ternary weights packed four
+    to a byte, unpacked in the K loop, int32 accumulation): serving batches from one token to
+    a prefill, against Llama-sized layers."""
+    from liger_kernel.ops.experimental.mm_int8int2 import matmul, pack_weights, unpack_weights
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for m, n, k in ((16, 4096, 4096), (128, 4096, 4096), (1000, 4096, 4096), (4096, 4096, 4096),
+                    (2048, 14336, 4096)):
+        a = torch.randint(-128, 127, (m, k), device="cuda", dtype=torch.int8, generator=g)
+        w = torch.randint(-1, 2, (k, n), device="cuda", dtype=torch.int32, generator=g)
+        b = pack_weights(w.clone(), 2).to(torch.int8).contiguous()
+        c = matmul(a, b)
+        want = (a.double() @ unpack_weights(b.to(torch.uint8), 2).double()).to(torch.int64)
+        _check(f"int8int2 {m}x{n}x{k}", c.to(torch.int64), want, 1e-6)
+
+
+def liger_moe() -> None:
+    """Liger-Kernel's fused MoE forward (gather + up-projection + SwiGLU, then the down
+    projection, grouped by expert in one launch each); both GEMMs are keyed by the hidden and
+    intermediate sizes. Mixtral-, Qwen-MoE- and OLMoE-like layers, tokens routed top-k at random."""
+    from liger_kernel.ops.fused_moe import LigerFusedMoEFunction
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for tokens, experts, hidden, inter, topk in ((2048, 8, 4096, 14336, 2), (4096, 60, 2048, 1408, 4),
+                                                 (4096, 64, 2048, 1024, 8), (1024, 8, 4096, 5120, 2)):
+        x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g) * 0.1
+        w1 = torch.randn(experts, 2 * inter, hidden, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02
+        w2 = torch.randn(experts, hidden, inter, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02
+        scores = torch.rand(tokens, experts, device="cuda", generator=g)
+        top_w, top_i = scores.topk(topk, dim=1)
+        top_w = (top_w / top_w.sum(1, keepdim=True)).to(torch.bfloat16)
+        out = LigerFusedMoEFunction.apply(x, w1, w2, top_i.to(torch.int32), top_w)
+        rows = slice(0, 64)  # a reference on a slice of tokens: the whole layer in fp32 is large
+        ref = torch.zeros(64, hidden, device="cuda")
+        for t in range(64):
+            for j in range(topk):
+                e = int(top_i[t, j])
+                gu = w1[e].float() @ x[t].float()
+                act = torch.nn.functional.silu(gu[:inter]) * gu[inter:]
+                ref[t] += float(top_w[t, j]) * (w2[e].float() @ act)
+        _check(f"moe T={tokens} E={experts} H={hidden} I={inter}", out[rows], ref, 5e-2)
