@@ -22,7 +22,7 @@ for _layer, _names in enumerate([
     # the engine: measuring, searching, reasoning, seeding, data and storage
     ("measure", "search", "theory", "heuristics", "datasets", "store"),
     # one tuning run and the library calls made of it
-    ("session", "tune", "evaluate", "sweep", "fleet"),
+    ("session", "tune", "evaluate", "sweep", "fleet", "moe"),
     # front doors
     ("autotune", "cli", "daemon", "integrations", "launch", "__init__", "__main__"),
 ]):

@@ -12,6 +12,7 @@ from ..errors import AbductuneError
 from .cache import cache
 from .daemon import daemon
 from .listing import kernels_cmd, strategies
+from .moe import tune_moe_cmd
 from .output import error_line
 from .replay import replay_cmd
 from .sweep import harvest_cmd, import_cmd, sweep_cmd
@@ -96,5 +97,5 @@ def main(verbose: bool) -> None:
 
 # the command families, each in a module of its own (`abductune --help` lists them by name)
 for _cmd in (strategies, replay_cmd, import_cmd, tune_cmd, kernels_cmd, sweep_cmd, harvest_cmd, cache, daemon,
-             learn_cmd, predict_cmd, explain_cmd):
+             learn_cmd, predict_cmd, explain_cmd, tune_moe_cmd):
     main.add_command(_cmd)

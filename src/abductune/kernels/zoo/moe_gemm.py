@@ -21,6 +21,10 @@ the shape alone (ceil(M * TOP_K / BLOCK_SIZE_M) + E m-tiles times the n-tiles); 
 the real tile count return at once. So the launch is one kernel, with no host sync, and a
 meta-device launch needs only shapes.
 
+Which experts the tokens pick: by default (the recorded zoo data) top-2 of logits with a
+per-expert bias (`route`); a problem that names a routing distribution (`moe_routing`:
+uniform, Zipf, a trace's expert loads) draws from it instead (`abductune tune-moe`).
+
 Style: vLLM fused-MoE-like names (BLOCK_SIZE_M/N/K, GROUP_SIZE_M swizzle over the m-tiles),
 gathered A rows, K always masked, int64 expert offsets into w.
 """
@@ -35,6 +39,7 @@ from ...hardware import HardwareInfo
 from ...problem import Problem
 from ...space import Choice, Pow2, Space
 from ..base import Constexpr, KernelSpec, cdiv
+from . import moe_routing
 
 if TYPE_CHECKING:
     import torch
@@ -184,12 +189,18 @@ class MoeGemmBf16(KernelSpec):
         bias = 0.7 * torch.randn(e, generator=g)
         logits = torch.randn(m, e, generator=g) + bias
         topk_ids = logits.topk(TOP_K, dim=1).indices.to(torch.int32)
+        return (topk_ids, *MoeGemmBf16.sort_pairs(topk_ids, e))
+
+    @staticmethod
+    def sort_pairs(topk_ids: torch.Tensor, e: int) -> tuple:
+        """(sorted_pairs, expert_start) of a routing: pair ids grouped by expert, and offsets."""
+        import torch
         flat = topk_ids.reshape(-1).long()
         sorted_pairs = torch.sort(flat, stable=True).indices.to(torch.int32)
         counts = torch.bincount(flat, minlength=e)
         expert_start = torch.zeros(e + 1, dtype=torch.int32)
         expert_start[1:] = torch.cumsum(counts, 0)
-        return topk_ids, sorted_pairs, expert_start
+        return sorted_pairs, expert_start
 
     def make_inputs(self, problem: Problem, device: str = "cuda", seed: int = 0) -> tuple:
         import torch
@@ -206,7 +217,12 @@ class MoeGemmBf16(KernelSpec):
         w = torch.empty(e, n, k, dtype=torch.bfloat16, device=device)
         for i in range(e):  # one expert at a time: no fp32 copy of every expert at once
             w[i] = (torch.randn(n, k, generator=g, device=device) / k ** 0.5).to(torch.bfloat16)
-        topk_ids, sorted_pairs, expert_start = self.route(m, e, seed)
+        routing = moe_routing.routing_of(problem)
+        if routing is None:  # the recorded zoo default: biased logits (route)
+            topk_ids, sorted_pairs, expert_start = self.route(m, e, seed)
+        else:  # a routing distribution the problem names (moe_routing: uniform, zipf, trace loads)
+            topk_ids = moe_routing.sample_topk(m, e, TOP_K, routing, seed)
+            sorted_pairs, expert_start = self.sort_pairs(topk_ids, e)
         return x, w, topk_ids.to(device), sorted_pairs.to(device), expert_start.to(device)
 
     def reference(self, inputs: tuple) -> torch.Tensor:
