@@ -1,0 +1,131 @@
+"""Kernel-agnostic features of a config for its problem: roles, diagnosis facts and the resource model.
+
+A learned ranker (`heuristics.ranker`) must compare configs of kernels it has never seen, so
+nothing here reads a parameter's name: every feature comes from what the roles say the config
+does to the problem on the hardware, without a measurement. The engine's own diagnosis
+(`theory.diagnose`) is asked about a measurement that has not happened yet, carrying only the
+shared memory the resource model (`theory.resources`) expects, so the facts it derives
+(programs, waves, padding, occupancy, loop trips) are the ones abduction reasons with.
+
+The list was fixed from first principles before any leave-one-kernel-out figure was seen:
+- parallelism: programs per SM, the share of SMs the first wave fills, wave efficiency;
+- waste: the share of tiled lanes past the end of their dims (padding);
+- work per thread: tile elements per thread, warps (each also squared: both ends are slow);
+- the loop: its trips, pipeline stages, stages the loop is too short to use;
+- resources: shared memory against the block limit, occupancy, accumulator per thread;
+- reuse: a tiled product's FLOPs per byte it loads; split-K, grouped launch order, Hopper's
+  warpgroup MMA, a row held whole by one program;
+- the regime (how far the problem sits from the hardware's ridge point) times the features
+  whose best value it moves: compute-bound problems want reuse and fewer, larger programs.
+A fact the roles cannot give is 0 (per shape a constant, so it does not rank).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..costs import operand_bytes
+from ..hardware import HardwareInfo
+from ..measurement import Measurement
+from ..problem import Problem
+from ..space import Space
+from ..theory.diagnose import diagnose, on_warpgroup_mma
+from ..theory.resources import ACC_MAX, DEFAULT_STAGES, footprint
+
+BASE = ("programs_per_sm", "fill", "wave_eff", "useful", "elems_per_thread", "elems_per_thread_sq",
+        "warps", "warps_sq", "stages", "loop_trips", "stages_unused", "smem_frac", "occupancy",
+        "acc_frac", "reuse", "split", "group", "warpgroup_mma", "row_whole")
+# the regime moves where these are best (module docstring)
+REGIME_OF = ("programs_per_sm", "elems_per_thread", "warps", "stages", "reuse", "split")
+NAMES = BASE + tuple(f"regime*{n}" for n in REGIME_OF)
+# |log2 distance to the ridge point| past which a problem is plainly one side of it
+REGIME_CLIP = 4.0
+TRITON_DEFAULT_WARPS = 4
+
+
+def regime(problem: Problem, hw: HardwareInfo | None) -> float:
+    """log2 of the problem's FLOPs per byte over the hardware's ridge point, in [-1, 1]
+    (negative: memory-bound); 0 when the roofline is unknown."""
+    if hw is None or not problem.flops or not problem.min_bytes or not hw.mem_bandwidth:
+        return 0.0
+    peak = hw.peak(problem.dtype)
+    if not peak:
+        return 0.0
+    r = math.log2((problem.flops / problem.min_bytes) / (peak / hw.mem_bandwidth))
+    return max(-REGIME_CLIP, min(REGIME_CLIP, r)) / REGIME_CLIP
+
+
+def _int(space: Space, config: Mapping[str, Any], role: str) -> int | None:
+    p = space.by_role(role)
+    v = config.get(p.name) if p is not None else None
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+
+def _log2(v: float | None) -> float:
+    return math.log2(v) if v is not None and v > 0 else 0.0
+
+
+def config_features(problem: Problem, space: Space, config: Mapping[str, Any],
+                    hardware: HardwareInfo | None = None, rho: float | None = None) -> list[float]:
+    """The `NAMES` features of one config (no measurement)."""
+    hw = hardware or problem.hardware
+    fp = footprint(problem, space, config)
+    d = diagnose(Measurement(config=dict(config), smem_bytes=fp.smem_bytes), problem, space, hw)
+    sms = d.sms or (hw.sms if hw is not None and hw.sms else 0)
+    warps = d.warps or TRITON_DEFAULT_WARPS
+    stages = d.stages or DEFAULT_STAGES
+    f: dict[str, float] = dict.fromkeys(BASE, 0.0)
+    if d.tiles and sms:
+        f["programs_per_sm"] = math.log2(d.tiles / sms)
+        f["fill"] = math.log2(min(1.0, d.tiles / sms))
+    f["wave_eff"] = d.wave_efficiency if d.wave_efficiency is not None else 0.0
+    f["useful"] = math.log2(max(d.useful_fraction, 1e-6))
+    f["elems_per_thread"] = _log2(d.tile_elems_per_thread)
+    f["elems_per_thread_sq"] = f["elems_per_thread"] ** 2
+    f["warps"] = math.log2(warps)
+    f["warps_sq"] = f["warps"] ** 2
+    f["stages"] = float(stages)
+    if d.k_trips:
+        f["loop_trips"] = math.log2(d.k_trips)
+        f["stages_unused"] = float(max(0, stages - d.k_trips))
+    if fp.smem_bytes is not None and hw is not None and hw.smem_per_block:
+        f["smem_frac"] = fp.smem_bytes / hw.smem_per_block
+    f["occupancy"] = d.occupancy or 0.0
+    if fp.acc_per_thread is not None:
+        f["acc_frac"] = fp.acc_per_thread / ACC_MAX
+    bm, bn = _int(space, config, "tile:M"), _int(space, config, "tile:N")
+    if bm and bn:  # a K slice of A (bm rows) and B (bn columns) feeds 2*bm*bn FLOPs per element of K
+        sa, sb, _ = operand_bytes(problem.dtypes)
+        f["reuse"] = math.log2(2.0 * bm * bn / (bm * sa + bn * sb))
+    f["split"] = _log2(_int(space, config, "split:K"))
+    f["group"] = _log2(_int(space, config, "group"))
+    f["warpgroup_mma"] = 1.0 if on_warpgroup_mma(problem, space, config) else 0.0
+    f["row_whole"] = 1.0 if d.row_fits_block else 0.0
+    r = regime(problem, hw) if rho is None else rho
+    return [f[n] for n in BASE] + [r * f[n] for n in REGIME_OF]
+
+
+def feature_matrix(problem: Problem, space: Space, configs: Sequence[Mapping[str, Any]],
+                   hardware: HardwareInfo | None = None) -> np.ndarray:
+    """(len(configs), len(NAMES)) features, one row per config."""
+    rho = regime(problem, hardware or problem.hardware)
+    rows = [config_features(problem, space, c, hardware, rho) for c in configs]
+    return np.asarray(rows, dtype=float).reshape(len(rows), len(NAMES))
+
+
+def usable(problem: Problem, space: Space) -> str | None:
+    """Why the features cannot describe this problem's configs, or None when they can: the
+    hardware must be known (SMs), the space must launch Triton-style programs (a warps role:
+    in a CUDA kernel's space a "block size" counts threads, not data) and tile a dim."""
+    hw = problem.hardware
+    if hw is None or not hw.sms:
+        return "hardware unknown (no SM count)"
+    if space.by_role("warps") is None:
+        return "no warps role (not a Triton-style launch: block sizes may count threads)"
+    from ..theory.diagnose import tiled_dims
+
+    if not tiled_dims(problem, space):
+        return "no tile role covers a problem dim"
+    return None

@@ -1,0 +1,225 @@
+"""A zero-shot config ranker learned across kernels from recorded data over role features.
+
+    ranker = Ranker.fit(datasets, exclude=Holdout(problem, "kernel"))   # never sees that kernel
+    ordered = ranker.rank(problem, space)         # the space's configs, best first, all feasible
+
+What it learns: for each recorded shape, every config's time over the shape's optimum, as a
+function of the kernel-agnostic features of `heuristics.features`. Two models, both fixed
+before any leave-one-kernel-out figure was read:
+
+- `kind="linear"` (the default): a pairwise least-squares ranker. The log slowdown (clipped
+  at `CLIP`: past 3x the optimum a config is simply bad, its exact slowness says nothing about
+  the top) is fitted by ridge regression after subtracting each shape's mean from its targets
+  and features, which is least squares over every pair of configs of the same shape; shapes
+  weigh 1 / their kernel's shape count, so every kernel counts once.
+- `kind="knn"`: no fitted weights. A config scores the mean, over the `K_SHAPES` recorded
+  shapes nearest the problem (log2 FLOPs and bytes), of the slowdown of the config nearest it
+  in standardized features.
+
+A model is learned per kernel class family (`FAMILIES`: physics differs between a tiled
+product, a row reduction, an elementwise map and attention); a family with no recorded kernel
+left after the holdout is ranked by the model pooled over every family. Datasets whose space
+the features cannot describe (`features.usable`: unknown GPU, no warps role, no tile role) are
+left out and listed in `skipped`. `rank` passes only configs the resource model accepts
+(`theory.resources.trouble`), so no proposal is one it says cannot run or will spill.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from ..classify import classify
+from ..errors import AbductuneError
+from ..hardware import HardwareInfo
+from ..problem import Holdout, Problem, as_holdout
+from ..space import Config, Space
+from ..theory.resources import trouble
+from .features import NAMES, feature_matrix, usable
+
+log = logging.getLogger(__name__)
+
+CLIP = math.log(3.0)
+RIDGE = 1e-2  # times the total weight (the number of kernels): a mild pull towards 0
+K_SHAPES = 3
+KINDS = ("linear", "knn")
+FAMILIES = {"matmul": "gemm", "quantized_matmul": "gemm", "row_reduction": "rows",
+            "elementwise": "elementwise", "attention": "attention"}
+POOLED = "all"
+
+
+def family(problem: Problem, space: Space | None = None) -> str:
+    kc = classify(problem, space).kernel_class
+    return FAMILIES.get(kc, kc)
+
+
+@dataclass
+class Shape:
+    """One recorded shape as training data: features and clipped log slowdowns of its configs."""
+
+    name: str
+    kernel: str
+    family: str
+    X: np.ndarray
+    y: np.ndarray
+    where: np.ndarray  # (log2 FLOPs, log2 bytes): how near another problem is
+    weight: float = 1.0
+
+
+def _where(problem: Problem) -> np.ndarray:
+    return np.array([math.log2(max(problem.flops, 1.0)), math.log2(max(problem.min_bytes, 1.0))])
+
+
+def shape_data(obs: Any, cache: dict | None = None) -> Shape | None:
+    """A `Shape` from a `harvest.Observation`, None when the features cannot describe it."""
+    why = usable(obs.problem, obs.space)
+    if why is not None:
+        log.info("ranker: %s (%s) left out: %s", obs.name, obs.kernel, why)
+        return None
+    key = (obs.kernel, obs.name, obs.problem.key(), obs.space.fingerprint())
+    if cache is not None and key in cache:
+        return cache[key]
+    keys = sorted(obs.times, key=repr)  # a fixed order whatever the file's
+    opt = obs.optimum
+    if not math.isfinite(opt) or len(keys) < 2:
+        return None
+    X = feature_matrix(obs.problem, obs.space, [obs.space.from_key(k) for k in keys])
+    y = np.array([min(math.log(obs.times[k] / opt), CLIP) if math.isfinite(obs.times[k]) else CLIP
+                  for k in keys])
+    got = Shape(obs.name, obs.kernel, family(obs.problem, obs.space), X, y, _where(obs.problem))
+    if cache is not None:
+        cache[key] = got
+    return got
+
+
+@dataclass
+class Model:
+    """One family's standardization and weights (linear) or its shapes (knn)."""
+
+    kind: str
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray | None = None
+    shapes: list[Shape] = field(default_factory=list)
+
+    def scores(self, X: np.ndarray, where: np.ndarray) -> np.ndarray:
+        """Predicted log slowdown per row of X: lower ranks first."""
+        Z = (X - self.mean) / self.scale
+        if self.kind == "linear":
+            return Z @ self.coef
+        near = sorted(self.shapes, key=lambda s: float(np.abs(s.where - where).sum()))[:K_SHAPES]
+        out = np.zeros(len(X))
+        for s in near:
+            Zs = (s.X - self.mean) / self.scale
+            d = ((Z[:, None, :] - Zs[None, :, :]) ** 2).sum(-1)
+            out += s.y[np.argmin(d, axis=1)]
+        return out / max(len(near), 1)
+
+
+def _fit(shapes: list[Shape], kind: str) -> Model:
+    Xc = np.vstack([s.X - s.X.mean(0) for s in shapes])
+    yc = np.concatenate([s.y - s.y.mean() for s in shapes])
+    w = np.concatenate([np.full(len(s.y), s.weight / len(s.y)) for s in shapes])
+    mean = np.average(np.vstack([s.X for s in shapes]), axis=0, weights=w)
+    scale = np.sqrt(np.average(Xc ** 2, axis=0, weights=w))
+    scale = np.where(scale > 1e-12, scale, 1.0)  # a feature that never varies gets weight 0 below
+    if kind == "knn":
+        return Model(kind, mean, scale, shapes=list(shapes))
+    Z = Xc / scale
+    A = Z.T @ (Z * w[:, None]) + RIDGE * w.sum() * np.eye(Z.shape[1])
+    coef = np.linalg.solve(A, Z.T @ (w * yc))
+    return Model(kind, mean, scale, coef=coef)
+
+
+class Ranker:
+    """Per-family models (see the module docstring); build one with `Ranker.fit`."""
+
+    def __init__(self, models: Mapping[str, Model], kind: str, trained_on: Mapping[str, list[str]],
+                 skipped: Sequence[str] = ()) -> None:
+        self.models, self.kind = dict(models), kind
+        self.trained_on = {k: sorted(v) for k, v in trained_on.items()}
+        self.skipped = list(skipped)
+
+    @classmethod
+    def fit(cls, data: Iterable[Any], *, exclude: "Problem | Holdout | None" = None, kind: str = "linear",
+            cache: dict | None = None) -> "Ranker":
+        """Learn from observations, datasets or dataset paths, leaving out whatever `exclude`
+        covers (a Holdout of level "kernel": every shape of that kernel). `cache` (a dict the
+        caller keeps) saves recomputing features when fitting many times on the same data."""
+        if kind not in KINDS:
+            raise AbductuneError(f"ranker kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        from .harvest import Observation, observations_from_datasets
+
+        items = list(data)
+        obs = [x for x in items if isinstance(x, Observation)]
+        obs += observations_from_datasets([x for x in items if not isinstance(x, Observation)])
+        hold = as_holdout(exclude)
+        shapes, skipped = [], []
+        for o in obs:
+            p = o.problem
+            if hold is not None and hold.covers(p.kernel, p.dims, p.key(), p.source_hash):
+                continue
+            s = shape_data(o, cache)
+            if s is None:
+                skipped.append(f"{o.kernel}:{o.name}")
+                continue
+            shapes.append(s)
+        if not shapes:
+            raise AbductuneError("the ranker has nothing to learn from: no dataset left after the holdout has a "
+                                 "Triton-style space (warps and tile roles) on a known GPU")
+        per_kernel: dict[str, int] = {}
+        for s in shapes:
+            per_kernel[s.kernel] = per_kernel.get(s.kernel, 0) + 1
+        # copies: a cached Shape is shared between fits with other holdouts
+        shapes = [dataclasses.replace(s, weight=1.0 / per_kernel[s.kernel]) for s in shapes]
+        groups: dict[str, list[Shape]] = {POOLED: shapes}
+        for s in shapes:
+            groups.setdefault(s.family, []).append(s)
+        models = {g: _fit(ss, kind) for g, ss in sorted(groups.items())}
+        trained = {g: sorted({s.kernel for s in ss}) for g, ss in groups.items()}
+        return cls(models, kind, trained, skipped)
+
+    def model_for(self, problem: Problem, space: Space) -> tuple[str, Model]:
+        g = family(problem, space)
+        return (g, self.models[g]) if g in self.models else (POOLED, self.models[POOLED])
+
+    def rank(self, problem: Problem, space: Space, configs: Sequence[Mapping[str, Any]] | None = None,
+             hardware: HardwareInfo | None = None) -> list[Config]:
+        """`configs` (default: every valid config of `space`) best first, leaving out those the
+        resource model rejects; ties keep the given order."""
+        p = problem if hardware is None else dataclasses.replace(problem, hardware=hardware)
+        why = usable(p, space)
+        if why is not None:
+            raise AbductuneError(f"the ranker cannot rank {problem.kernel}: {why}")
+        cands = [dict(c) for c in (space.valid_configs() if configs is None else configs)]
+        cands = [c for c in cands if trouble(p, space, c) is None]
+        if not cands:
+            return []
+        _, model = self.model_for(p, space)
+        s = model.scores(feature_matrix(p, space, cands), _where(p))
+        return [cands[i] for i in np.argsort(s, kind="stable")]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The weights per family (linear), for reading and for the benchmark's record."""
+        out: dict[str, Any] = {"kind": self.kind, "features": list(NAMES), "trained_on": self.trained_on,
+                               "skipped": self.skipped, "models": {}}
+        for g, m in self.models.items():
+            d: dict[str, Any] = {"mean": m.mean.round(6).tolist(), "scale": m.scale.round(6).tolist()}
+            if m.coef is not None:
+                d["coef"] = m.coef.round(6).tolist()
+            out["models"][g] = d
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Ranker":
+        """A linear ranker from `to_dict` (weights shipped as JSON); knn keeps its shapes, not weights."""
+        if d.get("kind") != "linear" or list(d.get("features") or []) != list(NAMES):
+            raise AbductuneError("a saved ranker must be linear and over this version's features "
+                                 f"({len(NAMES)}): refit it with Ranker.fit")
+        models = {g: Model("linear", np.array(m["mean"]), np.array(m["scale"]), coef=np.array(m["coef"]))
+                  for g, m in d["models"].items()}
+        return cls(models, "linear", d.get("trained_on") or {}, d.get("skipped") or ())
