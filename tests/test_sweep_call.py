@@ -83,6 +83,9 @@ def test_sweep_call_records_a_third_party_autotune_kernel_through_patch_triton(t
         assert "thirdparty.add_kernel" in ds.meta["origin"] and "patch_triton" in ds.meta["origin"]
         assert ds.problem.dims == {"n": int(p.name[1:].split(".")[0])}
         assert ds.problem.dtypes["x"] == "fp32"
+        assert ds.problem.kernel_class == "elementwise"  # a known class: its FLOPs and bytes are filled in
+        n = ds.problem.dims["n"]
+        assert (ds.problem.flops, ds.problem.min_bytes) == (n, 12 * n)  # x, y, out in fp32
 
 
 def test_sweep_needs_one_of_kernel_or_call_and_a_call_that_tunes_nothing_says_so(tmp_path):

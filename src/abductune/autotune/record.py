@@ -19,6 +19,14 @@ def write_record(tuner: Any, problem: Problem, result: Any) -> Path:
     from ..datasets.format import Dataset, write_dataset
     from ..hardware import toolchain
 
+    from dataclasses import replace
+
+    from ..costs import problem_costs
+
+    if not problem.flops:  # a known class's FLOPs and bytes, so diagnosis has its roofline
+        costs = problem_costs(problem.kernel_class, problem.dims, problem.dtypes)
+        if costs:
+            problem = replace(problem, flops=costs[0], min_bytes=costs[1])
     seen: dict[tuple, Any] = {}
     for m in result.history:
         if "impl" not in m.config and tuner.space.is_valid(m.config):

@@ -61,7 +61,7 @@ class Launch:
         """One trial that inspects the outputs before the post hook restores anything."""
         self.before()
         try:
-            self.run()
+            self.result = self.run()  # a Triton launch returns its CompiledKernel: static facts
             why = check()
         except Exception as e:
             try:
@@ -112,6 +112,21 @@ def _samples(t: float | Sequence[float]) -> tuple[float, tuple[float, ...]]:
     if not vals:
         raise ValueError("the timer returned no value")
     return vals[0], vals
+
+
+def static_facts(kernel: Any) -> dict[str, int]:
+    """Registers, spill bytes and shared memory of the binary a launch ran, read from the
+    CompiledKernel a Triton launch returns (spills: Triton counts local memory in 4-byte words);
+    nothing for a launch that returns something else (a wrapper, another implementation, the
+    interpreter), so a record made through the decorator carries what a sweep's does."""
+    regs = getattr(kernel, "n_regs", None)
+    if not isinstance(regs, int) or isinstance(regs, bool) or regs <= 0:
+        return {}
+    meta = getattr(kernel, "metadata", None)
+    shared = getattr(meta, "shared", None) if meta is not None else None
+    spills = getattr(kernel, "n_spills", None)
+    return {"registers": regs, "spills": int(spills) * 4 if isinstance(spills, int) else None,
+            "smem_bytes": int(shared) if isinstance(shared, int) else None}
 
 
 class InProcessEvaluator(Evaluator):
@@ -196,7 +211,8 @@ class InProcessEvaluator(Evaluator):
         if not median < float("inf"):  # Triton's do_bench answers inf for a failed launch
             return Measurement(cfg, Status.RUNTIME_ERROR, compile_s=compile_s, bench_s=bench_s,
                                error="the timer returned inf")
-        return Measurement(cfg, time_ms=median, samples_ms=samples, compile_s=compile_s, bench_s=bench_s)
+        return Measurement(cfg, time_ms=median, samples_ms=samples, compile_s=compile_s, bench_s=bench_s,
+                           **static_facts(getattr(launch, "result", None)))
 
     def remeasure(self, configs: Sequence[Mapping[str, Any]], *, rounds: int = 1) -> list[Measurement]:
         """Re-time already measured configs, interleaved over `rounds` (config A, B, C, A, B,
