@@ -30,20 +30,30 @@ the rule lists where it was learned from (provenance), so a replay leaves its ow
 dtype family, then any) and instantiates the first rule over the target space's roles, with
 a confidence and whether it extrapolates (dims outside the range it saw, another GPU).
 
+A rule says where it applies (`scope`): each problem it was learned from records what the
+rule's config met there (the reduced dim held whole, walked in one trip or looped; the kernel's
+kind of loop, read from its source; memory or compute bound) and the rule the roles its spaces
+had. A kernel of another kind met in a way no confirmation met it declines the rule, and
+`predict` serves the next source (the observed database, then the heuristics), saying which
+rules it declined and why; a lesser departure (an unseen bound, a role no confirming space had)
+is served with its reason and less confidence.
+
 Where each part lives: `rules` (the records: a role's form, a rule, a prediction),
 `instantiate` (forms to a config on a space, and a measured config to forms), `learn` (rules
-from observations), `book` (the `TheoryBook`: lookup order, predictions, the JSON file and the
-packaged book) and `predict` (the packaged book's predictions, leaving out a replay's own problem).
+from observations), `scope` (the facts a rule was confirmed under, and the judgment of a new
+kernel against them), `book` (the `TheoryBook`: lookup order, predictions, the JSON file and the
+packaged book) and `predict` (the packaged book's predictions, leaving out a replay's own
+problem, and the next source where every rule is declined).
 """
 from .book import (DATA_DIR, FORMAT, UNREAD_WEIGHT, UNSEEN_KERNEL_FACTOR, VERSION, TheoryBook, confirmed_kernels,
                    packaged_book)
 from .instantiate import FILL_FLOOR, departures, forms_of, instantiate, tile_elements, warpgroup_repair
 from .learn import MIN_GROUP, MISSING_PENALTY, SUPPORT_TOLERANCE, TOP, learn, learn_with_held_out, shape_id
-from .predict import bundled_observations, predict, predictions
+from .predict import FALLBACK_SEEDS, bundled_observations, predict, predictions
 from .rules import ALL, Form, Prediction, TheoryRule
 
-__all__ = ["ALL", "DATA_DIR", "FILL_FLOOR", "FORMAT", "Form", "MIN_GROUP", "MISSING_PENALTY", "Prediction",
-           "SUPPORT_TOLERANCE", "TOP", "TheoryBook", "TheoryRule", "UNREAD_WEIGHT", "UNSEEN_KERNEL_FACTOR", "VERSION",
-           "bundled_observations", "confirmed_kernels", "departures", "forms_of", "instantiate", "learn",
-           "learn_with_held_out", "packaged_book", "predict", "predictions", "shape_id", "tile_elements",
-           "warpgroup_repair"]
+__all__ = ["ALL", "DATA_DIR", "FALLBACK_SEEDS", "FILL_FLOOR", "FORMAT", "Form", "MIN_GROUP", "MISSING_PENALTY",
+           "Prediction", "SUPPORT_TOLERANCE", "TOP", "TheoryBook", "TheoryRule", "UNREAD_WEIGHT",
+           "UNSEEN_KERNEL_FACTOR", "VERSION", "bundled_observations", "confirmed_kernels", "departures", "forms_of",
+           "instantiate", "learn", "learn_with_held_out", "packaged_book", "predict", "predictions", "shape_id",
+           "tile_elements", "warpgroup_repair"]

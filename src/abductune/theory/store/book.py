@@ -1,6 +1,7 @@
 """The theory book: rules in the observed database's lookup order, their predictions, its file, the packaged one."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -14,6 +15,7 @@ from ...heuristics.observed import ANY, hardware_keys
 from ...problem import Holdout, Problem, kernel_family
 from ...space import Space
 from .. import resources
+from . import scope
 from .instantiate import _role_params, departures, instantiate, warpgroup_repair
 from .rules import ALL, Prediction, TheoryRule
 
@@ -42,6 +44,12 @@ def _dims_read(rule: "TheoryRule", cls: Classification) -> set[str]:
         if form.kind in ("fit", "grid", "par") or (grid and not is_reduction_role(role, cls.kernel_class)):
             out.add(name)
     return out
+
+
+def declined_line(rule: TheoryRule, why: str) -> str:
+    """One declined rule, as `predict` and `explain` say it (the same rule at each hardware
+    level reads the same)."""
+    return f"{rule.kernel_class}/{rule.regime}/{rule.dtype_family} declined: {why}"
 
 
 def _hardware_levels(hw: HardwareInfo | None) -> list[tuple[str, str]]:
@@ -85,16 +93,25 @@ class TheoryBook:
 
     def predictions(self, problem: Problem, space: Space, *, exclude: "Problem | Holdout | None" = None) -> list[Prediction]:
         """The applicable rules of the nearest hardware level that has one, instantiated on
-        (problem, space), best first, one per distinct config. The best is the rule that
-        extrapolates least. Rules are tried in lookup order (nearest hardware level first; within it the
-        shape's regime before "all"); within one hardware level, a rule whose learned dims
-        cover the shape beats a more specific one that would extrapolate by a whole octave more
-        (a regime learned on large shapes says little about a shape outside it, the broader rule
-        may have seen one). Dims no form of the rule reads (a constant tile over them) count a
-        quarter (`UNREAD_WEIGHT`)."""
+        (problem, space), best first, one per distinct config (`judged`'s first part)."""
+        return self.judged(problem, space, exclude=exclude)[0]
+
+    def judged(self, problem: Problem, space: Space, *, exclude: "Problem | Holdout | None" = None
+               ) -> tuple[list[Prediction], list[tuple[TheoryRule, str, Prediction]]]:
+        """(predictions, rules declined: (rule, why, what it would have served)). The best
+        prediction is the rule that extrapolates least. Rules are tried in lookup order
+        (nearest hardware level first; within it the shape's regime before "all"); within one
+        hardware level, a rule whose learned dims cover the shape beats a more specific one
+        that would extrapolate by a whole octave more (a regime learned on large shapes says
+        little about a shape outside it, the broader rule may have seen one), then one applied
+        across fewer conditions it was not confirmed under (`scope.judge`). Dims no form of the
+        rule reads (a constant tile over them) count a quarter (`UNREAD_WEIGHT`). A rule that
+        would meet a kernel of another kind in a way none of its confirmations met theirs (the
+        row held whole where it was only ever looped over, or the reverse) is declined."""
         cls = classify(problem, space)
         params = _role_params(space)
-        ranked: list[tuple[tuple[int, int, int], Prediction]] = []
+        ranked: list[tuple[tuple[int, int, int, int], Prediction]] = []
+        declined: list[tuple[TheoryRule, str, Prediction]] = []
         levels = {"name": 0, "family": 1, "any": 2}
         for order, (level, rule) in enumerate(self.candidates(problem, space, exclude=exclude)):
             if ranked and levels[level] > ranked[0][0][0]:
@@ -135,10 +152,19 @@ class TheoryBook:
             if level != "name":
                 reasons.append(f"learned on {rule.hardware}, applied to "
                                f"{problem.hardware.name if problem.hardware else 'unknown hardware'}")
-            missing = [r for r in rule.forms if r not in params]
+            mapped = _role_params(space, cls, rule.forms)  # tiles found by the dim they cover
+            missing = [r for r in rule.forms if r not in mapped]
             if missing:
                 reasons.append(f"roles {', '.join(missing)} absent from this space")
+            why, soft = scope.judge(rule, problem, space, cfg, cls)
+            if why is not None:
+                log.debug("rule %s on %s declined: %s", rule.key, problem.kernel, why)
+                declined.append((rule, why, Prediction(cfg, rule, level, 0.0, True, (why,), tuple(repairs),
+                                                       "declined")))
+                continue
+            reasons += soft
             conf = rule.confidence * (1.0 if level == "name" else 0.8 if level == "family" else 0.6)
+            conf *= scope.SCOPE_FACTOR ** len(soft)
             # where it applies: the kernels it was confirmed on. A kernel it never saw (another
             # author's tiling, masks, fusions) is outside those conditions: said, and trusted less
             seen = rule.kernels()
@@ -150,12 +176,14 @@ class TheoryBook:
             if outside:
                 reasons.append(f"values {', '.join(outside)} are not in this space")
             pred = Prediction(cfg, rule, level, round(conf, 3), bool(reasons), tuple(reasons), tuple(repairs))
-            ranked.append(((levels[level], math.floor(octaves + 1e-9), order), pred))  # a factor of 2 is near
+            # a factor of 2 is near
+            ranked.append(((levels[level], math.floor(octaves + 1e-9), len(soft), order), pred))
+        said = tuple(dict.fromkeys(declined_line(r, why) for r, why, _ in declined))
         out: list[Prediction] = []
         for _, pred in sorted(ranked, key=lambda t: t[0]):
             if all(space.key(pred.config) != space.key(o.config) for o in out):
-                out.append(pred)
-        return out
+                out.append(dataclasses.replace(pred, declined=said) if said else pred)
+        return out, declined
 
     # -- serialisation
     def to_dict(self) -> dict[str, Any]:

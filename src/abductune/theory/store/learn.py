@@ -9,6 +9,7 @@ from ...classify import Classification
 from ...errors import InvalidSeed, SpaceError
 from ...heuristics.harvest import geomean
 from ...problem import Holdout, Problem, as_holdout
+from . import scope
 from .book import TheoryBook, _hardware_levels
 from .instantiate import FILL_FLOOR, _role_params, forms_of, instantiate
 from .rules import ALL, Form, TheoryRule
@@ -81,6 +82,15 @@ def _fit_group(group: Sequence[Any]) -> tuple[dict[str, Form], list[float]] | No
     return best, _score(best, group, cache)
 
 
+def _facts(forms: Mapping[str, Form], o: Any) -> dict[str, Any]:
+    """What the rule's config met on one problem it is learned from (`scope.facts`)."""
+    try:
+        return scope.facts(o.problem, o.space, instantiate(forms, o.problem, o.space, o.classification()))
+    except (InvalidSeed, SpaceError, KeyError, ValueError) as e:
+        log.debug("no facts for %s: %s", o.name, e)
+        return {}
+
+
 def learn(observations: Iterable[Any], *, exclude: "Problem | Holdout | None" = None,
           only: Classification | None = None,
           progress: Callable[[int, int], None] | None = None) -> "TheoryBook":
@@ -113,11 +123,13 @@ def learn(observations: Iterable[Any], *, exclude: "Problem | Holdout | None" = 
             progress(done - 1, len(todo))
         ident = frozenset(id(o) for o in group)
         if ident not in fits:
-            fits[ident] = _fit_group(group)
+            fitted = _fit_group(group)
+            fits[ident] = fitted and (*fitted, [_facts(fitted[0], o) for o in group],
+                                      scope.merge_roles(scope.space_roles(o.space, o.classification()) for o in group))
         fitted = fits[ident]
         if fitted is None:
             continue
-        forms, ratios = fitted
+        forms, ratios, facts, roles = fitted
         dims: dict[str, list[int]] = {}
         for o in group:
             for k, v in o.classification().dims.items():
@@ -128,8 +140,9 @@ def learn(observations: Iterable[Any], *, exclude: "Problem | Holdout | None" = 
                                 sum(r > SUPPORT_TOLERANCE for r in ratios),
                                 [{"key": o.problem.key(), "kernel": o.problem.kernel, "dims": dict(o.problem.dims),
                                   "hardware": o.problem.hardware.name if o.problem.hardware else "",
-                                  **({"source_hash": o.problem.source_hash} if o.problem.source_hash else {})}
-                                 for o in group], dims))
+                                  **({"source_hash": o.problem.source_hash} if o.problem.source_hash else {}),
+                                  "facts": f}
+                                 for o, f in zip(group, facts)], dims, roles))
     if progress is not None:
         progress(len(todo), len(todo))
     return TheoryBook(rules)

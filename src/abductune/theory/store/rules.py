@@ -48,8 +48,13 @@ class TheoryRule:
     worst: float = 1.0
     support: int = 0
     refute: int = 0
-    learned_from: list[dict[str, Any]] = field(default_factory=list)  # {key, kernel, dims, hardware}
+    # {key, kernel, dims, hardware} and, from this version on, the facts the rule's config met
+    # there (`scope.facts`: reduction, held, bound); a file without them is read by `scope`
+    learned_from: list[dict[str, Any]] = field(default_factory=list)
     dims_range: dict[str, list[int]] = field(default_factory=dict)  # canonical dim -> [min, max]
+    # the roles its spaces had (tiles by the dim they cover) -> [min, max]; None: not recorded
+    # (an older file), filled from the learned kernels' specs where `scope` can find them
+    roles: dict[str, list[Any]] | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -79,14 +84,16 @@ class TheoryRule:
         return {"hardware": self.hardware, "kernel_class": self.kernel_class, "regime": self.regime,
                 "dtype_family": self.dtype_family, "forms": {r: f.to_json() for r, f in self.forms.items()},
                 "geomean": round(self.geomean, 4), "worst": round(self.worst, 4), "support": self.support,
-                "refute": self.refute, "learned_from": self.learned_from, "dims_range": self.dims_range}
+                "refute": self.refute, "learned_from": self.learned_from, "dims_range": self.dims_range,
+                **({"roles": self.roles} if self.roles is not None else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "TheoryRule":
         return cls(d["hardware"], d["kernel_class"], d["regime"], d["dtype_family"],
                    {r: Form.from_json(v) for r, v in d["forms"].items()}, float(d.get("geomean", 1.0)),
                    float(d.get("worst", 1.0)), int(d.get("support", 0)), int(d.get("refute", 0)),
-                   list(d.get("learned_from") or []), {k: list(v) for k, v in (d.get("dims_range") or {}).items()})
+                   list(d.get("learned_from") or []), {k: list(v) for k, v in (d.get("dims_range") or {}).items()},
+                   {k: list(v) for k, v in d["roles"].items()} if isinstance(d.get("roles"), dict) else None)
 
 
 @dataclass(frozen=True)
@@ -100,10 +107,26 @@ class Prediction:
     # what moved the rule's own config to the one served ("warpgroup MMA: BLOCK_M 32 -> 64",
     # "resource model: num_stages 4 -> 3"), in order; empty when served as the rule gave it
     repairs: tuple[str, ...] = ()
+    # "theory"; the next source that served because every rule was outside its conditions
+    # ("observed:observed", "registry:<heuristic>"; `rule` is then the first rule declined); or
+    # "declined": a declined rule's own config, offered after the next source's as a seed to test
+    source: str = "theory"
+    declined: tuple[str, ...] = ()  # rules passed over as outside their conditions, and why
 
     def describe(self) -> str:
         r = self.rule
+        if self.source == "declined":
+            return (f"{r.kernel_class}/{r.regime}/{r.dtype_family} on {r.hardware} ({self.level}): {r.describe()}; "
+                    f"declined as outside the conditions it was confirmed under ({', '.join(self.reasons)}), offered "
+                    "only as a config for a search to test"
+                    + ("; repaired: " + ", ".join(self.repairs) if self.repairs else ""))
+        if self.source != "theory":
+            return (f"no theory rule applies within the conditions it was confirmed under ("
+                    + "; ".join(self.declined) + f"); served the next source, {self.source}"
+                    + (": " + ", ".join(self.reasons) if self.reasons else "")
+                    + ("; repaired: " + ", ".join(self.repairs) if self.repairs else ""))
         return (f"{r.kernel_class}/{r.regime}/{r.dtype_family} on {r.hardware} ({self.level}): {r.describe()}; "
                 f"confidence {self.confidence:.2f} (support {r.support}, refute {r.refute})"
                 + ("; extrapolates: " + ", ".join(self.reasons) if self.extrapolates else "")
+                + ("; passed over as outside their conditions: " + "; ".join(self.declined) if self.declined else "")
                 + ("; repaired: " + ", ".join(self.repairs) if self.repairs else ""))
