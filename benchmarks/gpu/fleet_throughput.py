@@ -93,12 +93,17 @@ def child(args: argparse.Namespace) -> None:
             farm.stop(FleetError("the benchmark's deadline"))
     finished = threading.Event()
     threading.Thread(target=stop_at_deadline, daemon=True).start()
+
+    def finished_one(outcome: Any) -> None:  # progress in the log: a run cut short still shows how far it got
+        done.append(outcome)
+        print(f"[{args.child}] {len(done)}/{len(jobs)} shapes done at {time.perf_counter() - t1:.0f} s: "
+              f"{outcome.kernel} {outcome.dims}", flush=True)
     t1 = time.perf_counter()
     run = None
     start_by = time.monotonic() + (deadline - time.time())  # no new shape after the deadline
     try:
         run = tune_fleet(farm, jobs, mode=mode, strategy=args.strategy, budget=Budget(args.budget),
-                         store=args.child_store, on_done=done.append, deadline=start_by)
+                         store=args.child_store, on_done=finished_one, deadline=start_by)
     except FleetError as e:
         stopped = str(e)
     finally:
@@ -106,7 +111,11 @@ def child(args: argparse.Namespace) -> None:
     wall = time.perf_counter() - t1
     measured = sum(w.measurements for w in farm.workers)
     stats = farm.stats()
-    farm.close()
+    # a worker stopped mid-shape may hold its process (a compile, a benchmark) for long: the
+    # results are written first, and closing the farm gets a bounded wait (the 2-GPU run of
+    # session 14 lost both variants' results to a close that did not return)
+    closer = threading.Thread(target=farm.close, daemon=True)
+    closer.start()
     outcomes = run.outcomes if run is not None else done
     res = {"variant": args.child, "gpus": gpus, "executor": how, "mode": mode, "setup_s": setup_s, "wall_s": wall,
            "measurements": measured, "per_s": measured / wall if wall > 0 else 0.0, "stopped": stopped,
@@ -118,6 +127,10 @@ def child(args: argparse.Namespace) -> None:
     Path(args.child_json).write_text(json.dumps(res, indent=1, default=str))
     print(f"[{args.child}] {measured} measurements in {wall:.1f} s ({res['per_s']:.2f}/s), "
           f"{len(outcomes)}/{len(jobs)} shapes" + (f"; stopped: {stopped}" if stopped else ""), flush=True)
+    closer.join(timeout=30)
+    if closer.is_alive():
+        print(f"[{args.child}] the farm did not close in 30 s; leaving its processes to the exit", flush=True)
+        os._exit(0)
 
 
 # ----------------------------------------------------------------------------- the parent
