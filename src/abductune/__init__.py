@@ -49,9 +49,9 @@ def __getattr__(name: str):
         # the submodule `abductune.autotune` would shadow the decorator of the same name
         globals().update(autotune=module.autotune, patch_triton=module.patch_triton)
         return globals()[name]
-    if name == "inductor":  # abductune inside torch.compile (the module; it imports torch when enabled)
-        module = importlib.import_module(".integrations.inductor", __name__)
-        globals()["inductor"] = module
+    if name in ("inductor", "helion"):  # abductune inside torch.compile / Helion (the integration modules)
+        module = importlib.import_module(f".integrations.{name}", __name__)
+        globals()[name] = module
         return module
     where = _LAZY.get(name)
     if where is None:
@@ -63,4 +63,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__) | {"autotune", "patch_triton", "inductor"})
+    return sorted(set(globals()) | set(__all__) | {"autotune", "patch_triton", "inductor", "helion"})

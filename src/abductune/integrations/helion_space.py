@@ -1,0 +1,321 @@
+"""Helion's config space as abductune sees it: typed parameters with roles, and the views a search walks.
+
+No Helion import here: `helion_search.py` hands over Helion's flat spec (the list of
+`ConfigSpecFragment`s a `ConfigGeneration` walks) and its key layout, and the fragments are
+read by their class names and fields, so the mapping is tested against Helion's own fragment
+classes where Helion imports, and stays readable where it does not.
+
+Two spaces come out of one Helion kernel:
+
+- the *full* space (`HelionMap.full`): one abductune parameter per element of Helion's flat
+  config (a block size, a loop order, one memory op's indexing), so every Helion config maps
+  to an abductune config and back (`from_flat`, `to_flat`) without loss. Nothing enumerates
+  it: it is where seeds are measured exactly as given.
+- *views* (`HelionMap.view`): a few units searched around an anchor config, every other
+  element held at the anchor's value. A list field (indexing, eviction policies) is one
+  uniform unit ("every op the same value"), with "@anchor" standing for the anchor's own
+  list where that is mixed. Strategies enumerate a view, so `plan` splits the units into
+  groups of at most `VIEW_CAP` combinations, roles first (tiles, warps, stages, group), then
+  the fields that matter most to Helion kernels (pid type, indexing, loop orders, ...).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import AbductuneError
+from ..space import Config, Param, Space
+
+# the most combinations one view may hold (strategies enumerate a view's valid configs)
+VIEW_CAP = 100_000
+# a loop order is searched as one choice among all permutations, up to this many loops
+MAX_PERMUTATION = 6
+ANCHOR = "@anchor"  # a uniform unit's value that keeps the anchor's own (mixed) list
+
+# the order in which fields without a role join a view: what moves a Helion kernel's time
+# most first (tiles without a role, then launch shape, memory access, loops)
+_PRIORITY = {"block_sizes": 2, "reduction_loops": 2, "pid_type": 3, "indexing": 4, "loop_orders": 5,
+             "num_sm_multiplier": 6, "range_num_stages": 7, "range_unroll_factors": 8,
+             "range_multi_buffers": 9, "range_flattens": 10, "range_warp_specializes": 11,
+             "load_eviction_policies": 12, "l2_groupings": 13}
+
+
+class HelionError(AbductuneError):
+    """Helion is missing, of a version abductune does not support, or its config space holds
+    something abductune cannot map; the message names which."""
+
+
+# ----------------------------------------------------------------------------- slots
+
+@dataclass(frozen=True)
+class Slot:
+    """One position of Helion's flat config. `item`: its index inside a sequence field
+    (block_sizes[1]), None for a scalar field; `is_list`: a ListOf slot of `length` elements
+    (maybe none); `values`: the domain of one value (of one element of a list)."""
+
+    index: int
+    key: str
+    item: int | None
+    kind: str  # pow2, int, enum, bool, perm, threads
+    values: tuple[Any, ...]
+    default: Any
+    length: int = 0
+    block_ids: tuple[int, ...] = ()
+    is_list: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.key if self.item is None else f"{self.key}_{self.item}"
+
+    def element_names(self) -> list[str]:
+        return [f"{self.name}_{j}" for j in range(self.length)] if self.is_list else [self.name]
+
+
+def _class_names(obj: Any) -> set[str]:
+    return {c.__name__ for c in type(obj).__mro__}
+
+
+def fragment_domain(fragment: Any) -> tuple[str, tuple[Any, ...], Any]:
+    """(kind, values, default) of one scalar Helion fragment, from its class and fields."""
+    names = _class_names(fragment)
+    if "PowerOfTwoFragment" in names:
+        lo, hi = int(fragment.low), int(fragment.high)
+        vals = tuple(1 << k for k in range(lo.bit_length() - 1, hi.bit_length()))
+        return "pow2", vals, fragment.default()
+    if "IntegerFragment" in names or "BaseIntegerFragment" in names:
+        return "int", tuple(range(int(fragment.low), int(fragment.high) + 1)), fragment.default()
+    if "EnumFragment" in names:
+        return "enum", tuple(fragment.choices), fragment.default()
+    if "BooleanFragment" in names:
+        return "bool", (False, True), fragment.default()
+    if "PermutationFragment" in names:
+        n = int(fragment.length)
+        if n > MAX_PERMUTATION:
+            raise HelionError(f"a Helion loop order over {n} loops has {math.factorial(n)} permutations; "
+                              f"abductune maps at most {MAX_PERMUTATION} loops")
+        return "perm", tuple(itertools.permutations(range(n))), tuple(range(n))
+    if "NumThreadsFragment" in names:
+        hi = int(fragment.high)
+        return "threads", (0, *(1 << k for k in range(hi.bit_length()))), 0
+    values = fragment.search_values(4096) if hasattr(fragment, "search_values") else None
+    if values:
+        return "enum", tuple(values), fragment.default()
+    raise HelionError(f"Helion's config fragment {type(fragment).__name__} is not one abductune can map "
+                      "(update abductune, or leave this kernel to Helion's own search)")
+
+
+def read_slots(flat_spec: Sequence[Any], layout: Sequence[tuple[str, int, bool]],
+               block_ids: Mapping[str, Sequence[Sequence[int]]] | None = None) -> list[Slot]:
+    """The slots of a flat spec. `layout`: Helion's (key, flat entries, is_sequence) per
+    field, in flat order (`ConfigSpec.flat_key_layout`); `block_ids`: per sequence key, the
+    block ids of each of its items (block_sizes[i].block_ids)."""
+    total = sum(int(n) for _, n, _ in layout)
+    if total != len(flat_spec):
+        raise HelionError(f"Helion's key layout names {total} flat entries but its flat spec has "
+                          f"{len(flat_spec)}: this Helion version lays out configs in a way abductune "
+                          "does not know")
+    slots: list[Slot] = []
+    i = 0
+    for key, count, is_sequence in layout:
+        for item in range(int(count)):
+            frag = flat_spec[i]
+            ids = tuple((block_ids or {}).get(key, [()] * (item + 1))[item]) if is_sequence else ()
+            if "ListOf" in _class_names(frag):
+                kind, values, _ = fragment_domain(frag.inner)
+                default = tuple(_hashable(v) for v in frag.default())
+                slots.append(Slot(i, key, item if is_sequence else None, kind, values, default,
+                                  int(frag.length), ids, True))
+            else:
+                kind, values, default = fragment_domain(frag)
+                slots.append(Slot(i, key, item if is_sequence else None, kind, values, _hashable(default),
+                                  0, ids))
+            i += 1
+    return slots
+
+
+def _hashable(v: Any) -> Any:
+    return tuple(_hashable(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+def _flat_value(slot: Slot, v: Any) -> Any:
+    """A config value as Helion's flat config holds it (lists, not tuples)."""
+    return list(v) if slot.kind == "perm" else v
+
+
+# ----------------------------------------------------------------------------- the map
+
+@dataclass(frozen=True)
+class Unit:
+    """What a view searches as one parameter: one element (`elements` has one name), or a
+    whole list held uniform (every element the same value; ANCHOR keeps the anchor's list)."""
+
+    name: str
+    elements: tuple[str, ...]
+    values: tuple[Any, ...]
+    role: str | None
+    uniform: bool
+    priority: int
+    default: Any = None
+
+
+class HelionMap:
+    """Helion's flat config <-> abductune configs for one kernel (module docstring). `roles`:
+    slot name ("block_sizes_0", "num_warps", "l2_groupings_0") -> abductune role."""
+
+    def __init__(self, slots: Sequence[Slot], roles: Mapping[str, str] | None = None, name: str = "helion"):
+        self.slots = list(slots)
+        if not self.slots:
+            raise HelionError("Helion's config space has no tunable field")
+        self.roles = {k: v for k, v in (roles or {}).items() if v}
+        unknown = set(self.roles) - {s.name for s in self.slots}
+        if unknown:
+            raise HelionError(f"roles name slots this kernel does not have: {', '.join(sorted(unknown))}")
+        params: list[Param] = []
+        for s in self.slots:
+            ordered = s.kind in ("pow2", "int", "threads")
+            kind = "pow2" if s.kind == "pow2" else ("int" if ordered else ("bool" if s.kind == "bool" else "choice"))
+            for j, n in enumerate(s.element_names()):
+                default = s.default[j] if s.is_list else s.default
+                # an explicit "" keeps names like num_sm_multiplier from taking a role by their spelling
+                role = self.roles.get(s.name, "") if not s.is_list else ""
+                params.append(Param(n, s.values, role, default if default in s.values else None, ordered, kind))
+        self.full = Space(params, name=f"{name}-full")
+
+    # -- the lossless codec
+    def from_flat(self, flat: Sequence[Any]) -> Config:
+        """The full-space config of a Helion flat config."""
+        if len(flat) != len(self.slots):
+            raise HelionError(f"a Helion flat config of {len(flat)} entries for a space of {len(self.slots)}")
+        cfg: Config = {}
+        for s in self.slots:
+            v = flat[s.index]
+            if s.is_list:
+                if len(v) != s.length:
+                    raise HelionError(f"Helion's {s.name} holds {len(v)} values where its spec has {s.length}")
+                cfg.update(zip(s.element_names(), (_hashable(x) for x in v)))
+            else:
+                cfg[s.name] = _hashable(v)
+        for p in self.full.params:
+            if not p.contains(cfg[p.name]):
+                raise HelionError(f"Helion config value {cfg[p.name]!r} of {p.name} is outside its spec "
+                                  f"({list(p.values)})")
+        return cfg
+
+    def to_flat(self, cfg: Mapping[str, Any]) -> list[Any]:
+        """Helion's flat config of a full-space config."""
+        out: list[Any] = [None] * len(self.slots)
+        for s in self.slots:
+            if s.is_list:
+                out[s.index] = [_flat_value(s, cfg[n]) for n in s.element_names()]
+            else:
+                out[s.index] = _flat_value(s, cfg[s.name])
+        return out
+
+    # -- views
+    def units(self, anchor: Mapping[str, Any]) -> list[Unit]:
+        """Every searchable unit around `anchor` (a full config), in priority order."""
+        out: list[Unit] = []
+        for s in self.slots:
+            role = self.roles.get(s.name)
+            if role:
+                prio = 0 if role.startswith("tile") else 1
+            else:
+                prio = _PRIORITY.get(s.key, 20)
+            # inner loops first: a sequence's later items are the deeper loops in Helion's order
+            tie = -(s.item or 0)
+            if s.is_list and not s.length:
+                continue  # an empty list (no atomic ops): nothing to search
+            if s.is_list:
+                cur = tuple(anchor[n] for n in s.element_names())
+                vals = tuple(s.values) if len(set(cur)) == 1 else (ANCHOR, *s.values)
+                default = cur[0] if len(set(cur)) == 1 else ANCHOR
+                out.append(Unit(s.name, tuple(s.element_names()), vals, None, True, prio * 100 + tie, default))
+            else:
+                out.append(Unit(s.name, (s.name,), tuple(s.values), role, False, prio * 100 + tie, anchor[s.name]))
+        return sorted(out, key=lambda u: u.priority)
+
+    def plan(self, anchor: Mapping[str, Any], cap: int = VIEW_CAP) -> list[list[str]]:
+        """Unit names in groups of at most `cap` combinations, highest priority first; a unit
+        of one value is never searched."""
+        rest = [u for u in self.units(anchor) if len(u.values) > 1]
+        groups: list[list[str]] = []
+        while rest:
+            group: list[str] = []
+            left: list[Unit] = []
+            card = 1
+            for u in rest:
+                if card * len(u.values) <= cap or not group:
+                    group.append(u.name)
+                    card *= len(u.values)
+                else:
+                    left.append(u)
+            groups.append(group)
+            rest = left
+        return groups
+
+    def view(self, anchor: Mapping[str, Any], names: Iterable[str]) -> "View":
+        wanted = set(names)
+        units = [u for u in self.units(anchor) if u.name in wanted]
+        missing = wanted - {u.name for u in units}
+        if missing:
+            raise HelionError(f"no unit named {', '.join(sorted(missing))} in this Helion space")
+        return View(self, dict(anchor), units)
+
+
+@dataclass
+class View:
+    """A searched subset of the full space around `anchor` (see the module docstring)."""
+
+    hmap: HelionMap
+    anchor: dict[str, Any]
+    units: list[Unit]
+    space: Space = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not self.units:
+            raise HelionError("a Helion view needs at least one unit to search")
+        params = []
+        for u in self.units:
+            full = self.hmap.full[u.elements[0]]
+            kind = "choice" if u.uniform and ANCHOR in u.values else full.kind
+            ordered = full.ordered and not (u.uniform and ANCHOR in u.values)
+            params.append(Param(u.name, u.values, u.role or "", u.default if u.default in u.values else None,
+                                ordered, kind))
+        self.space = Space(params, name=f"{self.hmap.full.name[:-5]}-view")
+
+    def to_full(self, cfg: Mapping[str, Any]) -> Config:
+        out = dict(self.anchor)
+        for u in self.units:
+            v = cfg[u.name]
+            if u.uniform:
+                if v != ANCHOR:
+                    out.update({n: v for n in u.elements})
+            else:
+                out[u.name] = v
+        return out
+
+    def project(self, full: Mapping[str, Any], lossy: bool = False) -> Config | None:
+        """The view config of a full config; None when the full config differs from the anchor
+        outside the view, or (unless `lossy`) holds a mixed list the view cannot express."""
+        searched = {n for u in self.units for n in u.elements}
+        if any(full[n] != self.anchor[n] for n in self.hmap.full.names if n not in searched):
+            if not lossy:
+                return None
+        out: Config = {}
+        for u in self.units:
+            if not u.uniform:
+                out[u.name] = full[u.name]
+                continue
+            cur = [full[n] for n in u.elements]
+            if len(set(cur)) == 1 and cur[0] in u.values:
+                out[u.name] = cur[0]
+            elif ANCHOR in u.values and cur == [self.anchor[n] for n in u.elements]:
+                out[u.name] = ANCHOR
+            elif lossy:
+                out[u.name] = Counter(cur).most_common(1)[0][0]
+            else:
+                return None
+        return out if self.space.is_valid(out) else None
