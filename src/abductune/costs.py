@@ -25,6 +25,7 @@ ELEMENT_BYTES: dict[str, float] = {
     "fp64": 8, "fp32": 4, "tf32": 4, "int32": 4, "uint32": 4, "fp16": 2, "bf16": 2, "int16": 2,
     "fp8": 1, "e4m3": 1, "e5m2": 1, "fp8e4m3": 1, "fp8e5m2": 1, "int8": 1, "uint8": 1,
     "int4": 0.5, "uint4": 0.5, "fp4": 0.5, "e2m1": 0.5, "mxfp4": 0.5, "nvfp4": 0.5,
+    "e8m0": 1, "ue8m0": 1,  # MX block scales (one byte each)
 }
 # when a problem names no dtype, tensors are taken as 16-bit
 DEFAULT_BYTES = 2

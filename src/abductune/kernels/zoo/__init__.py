@@ -21,6 +21,8 @@ REGISTRY: dict[str, tuple[str, str]] = {
     # quantized and grouped
     "zoo_mm_int8": ("mm_int8", "Int8Matmul"),
     "zoo_mm_w4a16": ("mm_w4a16", "W4A16Matmul"),
+    "zoo_mm_mxfp4": ("mm_mxfp4", "MxFp4Matmul"),
+    "zoo_mm_bf16_int16": ("mm_int16", "Bf16Int16Matmul"),
     "zoo_moe_gemm_bf16": ("moe_gemm", "MoeGemmBf16"),
     # attention and position
     "zoo_attn_fwd_bf16": ("attention", "AttentionFwdBf16"),
