@@ -13,7 +13,8 @@ Columns, each the recorded time of what a source names over the shape's optimum:
 - ranker / knn: the top-1 of `heuristics.ranker.Ranker` (linear, the headline; knn, the
   other model fixed beforehand) among the shape's configs the resource model accepts;
   *_top8: the best of its first eight (as seeds);
-- theory: the theory store's prediction with the same holdout (`predict --holdout`);
+- theory: the theory store's prediction with the same holdout (`predict --holdout ... --no-ranker`;
+  `predict` itself serves the ranker for the classes where this table shows it winning);
 - nvidia / nvidia_top8: NVIDIA's analytic GEMM model (matmuls it describes, learns nothing);
 - fixed_first: the kernel's own first config;
 - random / random_top8: a config drawn uniformly from the feasible ones (the expectation, by
@@ -140,7 +141,7 @@ def main() -> None:
                 fits[(left_out, kind)] = Ranker.fit([x for i, x in enumerate(train) if i not in left_out],
                                                     kind=kind, cache=cache)
             rankers["ranker" if kind == "linear" else kind] = fits[(left_out, kind)].rank(o.problem, o.space)
-        p = predict(o.problem, o.space, book=book, exclude=hold)
+        p = predict(o.problem, o.space, book=book, exclude=hold, ranker=False)  # the theory's own answer
         row = score_row(o, ds, rankers, p.config if p else None, nvidia_configs(o.problem, o.space, 8), rng)
         lin = fits[(left_out, "linear")]
         row.update(kernel=o.kernel, kernel_class=o.problem.kernel_class, shape=o.name,

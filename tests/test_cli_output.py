@@ -204,7 +204,7 @@ def test_predict_prints_the_served_config_and_the_repair_that_changed_it():
     from abductune.cli.theory import explain_prediction
 
     spec = kernels.get("matmul_fp16")
-    p = predict(spec.problem({"M": 16, "N": 4096, "K": 4096}, lookup("H100-SXM")), spec.space())
+    p = predict(spec.problem({"M": 16, "N": 4096, "K": 4096}, lookup("H100-SXM")), spec.space(), ranker=False)
     assert p.config["num_warps"] == 2 and p.rule.forms["warps"].value == 4  # the contradiction of the issue
     lines = explain_prediction(p)
     assert lines[0].startswith("because ") and "warps=4" in lines[0] and "repaired" not in lines[0]

@@ -229,7 +229,7 @@ def test_seed_configs_dedupes_contains_errors_and_records_everything(caplog):
     reg.register(Fixed("b", {"@tile:K": 128, "@stages": 4}))
     sp = matmul_space()
     with caplog.at_level(logging.WARNING, logger="abductune.heuristics.seeds"):
-        rep = seed_configs(mm(4096, 4096, 4096), sp, database=False, registry=reg)
+        rep = seed_configs(mm(4096, 4096, 4096), sp, database=False, registry=reg, ranker=False)
     assert len(rep.configs) == 2 and all(sp.is_valid(c) for c in rep.configs)
     assert rep.configs[0]["BLOCK_M"] == 64 and rep.configs[0]["num_warps"] == 8
     assert rep.configs[1]["BLOCK_K"] == 128 and rep.configs[1]["num_stages"] == 4
@@ -255,7 +255,7 @@ def test_fired_heuristics_are_recorded_with_the_run():
     reg = HeuristicRegistry()
     reg.register(Boom)
     reg.register(builtin("decode_gemm"))
-    rep = seed_configs(p, sp, database=False, registry=reg)
+    rep = seed_configs(p, sp, database=False, registry=reg, ranker=False)
     with Store(":memory:") as store:
         ctx = Context.of(p, sp)
         store.start_run(ctx, "coordesc", {"budget": 8}, heuristics=rep.fired)

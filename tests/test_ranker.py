@@ -147,3 +147,190 @@ def test_a_saved_linear_ranker_ranks_as_the_fitted_one(synth):
     assert back.trained_on == r.trained_on
     with pytest.raises(AbductuneError, match="refit"):
         Ranker.from_dict({**r.to_dict(), "features": ["warps"]})
+
+
+# ----------------------------------------------------------------------------- the shipped ranker, wired in
+
+def _zoo(kernel, name):
+    from abductune.datasets.format import read_dataset
+
+    return next(ds for ds in map(read_dataset, zoo_datasets(kernel)) if ds.name == name)
+
+
+@pytest.fixture(scope="module")
+def splitk():
+    """A zoo matmul shape whose ranking changes when its kernel is left out of the ranker."""
+    return _zoo("zoo_mm_splitk_fp16", "M16_N4096_K14336")
+
+
+def test_statistics_refit_equals_a_fit_on_the_data():
+    from abductune.heuristics.ranker import ShapeStats, shape_data
+
+    obs = observations_from_datasets(bundled_datasets(kernel="gelu_mul_fp16") + zoo_datasets("zoo_swiglu_bf16")[:2]
+                                     + zoo_datasets("zoo_rmsnorm_bf16")[:2])
+    stats = [ShapeStats.from_dict(ShapeStats.of(shape_data(o)).to_dict()) for o in obs]  # through the file format
+    for hold in (None, Holdout(obs[0].problem, "kernel"), Holdout(obs[-1].problem, "shape")):
+        a, b = Ranker.fit(obs, exclude=hold), Ranker.from_stats(stats, exclude=hold)
+        assert a.trained_on == b.trained_on
+        for g, m in a.models.items():
+            assert np.allclose(m.coef, b.models[g].coef, rtol=1e-5, atol=1e-6), g  # 9 digits saved
+    assert "gelu_mul_fp16" not in Ranker.from_stats(stats, exclude=Holdout(obs[0].problem, "kernel")).trained_on["all"]
+
+
+def test_shipped_file_is_zoo_and_bundled_and_not_stale():
+    """The file names every zoo and bundled kernel with its source hash, and its statistics are
+    what the packaged data gives now (a sample of shapes, one per family: a full refit takes 30 s)."""
+    import json
+
+    from abductune.heuristics import ranker_shipped as rs
+    from abductune.heuristics.ranker import ShapeStats, shape_data
+
+    d = json.loads(rs.PATH.read_text())
+    assert d["sources"] == ["zoo", "bundled"] and d["command"] == "python -m abductune.heuristics.ranker_shipped"
+    obs = observations_from_datasets(list(zoo_datasets()) + list(bundled_datasets()))
+    stale = f"stale: regenerate it with `{rs.COMMAND}`"
+    assert d["kernels"] == {o.kernel: o.problem.source_hash for o in sorted(obs, key=lambda o: o.kernel)}, stale
+    assert len(d["shapes"]) == len(obs) and {s["key"] for s in d["shapes"]} == {o.problem.key() for o in obs}, stale
+    saved = {s["key"]: ShapeStats.from_dict(s) for s in d["shapes"]}
+    for fam in ("gelu_mul_fp16", "softmax_fp16", "zoo_mm_w4a16", "zoo_attn_fwd_bf16"):
+        o = next(o for o in obs if o.kernel == fam)
+        now, then = ShapeStats.of(shape_data(o)), saved[o.problem.key()]
+        for x in ("mean", "cov", "xy"):
+            assert np.allclose(getattr(now, x), getattr(then, x), rtol=1e-7, atol=1e-9), (fam, x, stale)
+    sh = rs.load()
+    for g, m in d["model"]["models"].items():  # the model shown in the file is the one served
+        assert np.allclose(m["coef"], sh.ranker.models[g].coef, atol=2e-6), g
+
+
+def test_leave_one_kernel_out_refits_without_the_kernel(splitk):
+    from abductune.heuristics import ranker_shipped as rs
+
+    full, none_left = rs.shipped_ranker()
+    assert none_left == () and "zoo_mm_splitk_fp16" in full.trained_on["gemm"]
+    loko, left = rs.shipped_ranker(Holdout(splitk.problem, "kernel"))
+    assert left == ("zoo_mm_splitk_fp16",) and "zoo_mm_splitk_fp16" not in loko.trained_on["all"]
+    assert rs.shipped_ranker(Holdout(splitk.problem, "kernel"))[0] is loko  # cached per set left out
+    loso, left = rs.shipped_ranker(splitk.problem)  # a Problem: its shape only
+    assert left == ("zoo_mm_splitk_fp16",) and "zoo_mm_splitk_fp16" in loso.trained_on["gemm"]
+    sp = splitk.space()
+    assert full.rank(splitk.problem, sp)[:4] != loko.rank(splitk.problem, sp)[:4]  # the test can tell them apart
+
+
+def test_predict_serves_the_ranker_for_a_matmul_and_names_it(splitk):
+    from abductune.heuristics import ranker_shipped as rs
+    from abductune.theory.store import predict, predictions
+
+    sp, hold = splitk.space(), Holdout(splitk.problem, "kernel")
+    p = predict(splitk.problem, sp, exclude=hold)
+    assert p is not None and p.source == "ranker" and p.rule is None
+    assert p.config == rs.shipped_ranker(hold)[0].rank(splitk.problem, sp)[0]  # the refit's pick, not the full one's
+    assert trouble(splitk.problem, sp, p.config) is None
+    assert "ranker" in p.describe() and "refitted without zoo_mm_splitk_fp16" in p.describe()
+    theory = predict(splitk.problem, sp, exclude=hold, ranker=False)
+    assert theory is None or theory.source != "ranker"
+    assert all(q.source != "ranker" for q in predictions(splitk.problem, sp, exclude=hold))  # tune's theory seeds
+    rows = _zoo("zoo_rmsnorm_bf16", "rows3000_cols14336")  # a class where the theory won: it stays
+    q = predict(rows.problem, rows.space(), exclude=Holdout(rows.problem, "kernel"))
+    assert q is not None and q.source == "theory"
+    # no rule for attention: the ranker answers from its attention model, but not from the pooled
+    # one a kernel holdout leaves (both zoo attention kernels share a source)
+    att = _zoo("zoo_attn_fwd_bf16", "batch8_heads16_seq512_head_dim64")
+    a = predict(att.problem, att.space())
+    assert a is not None and a.source == "ranker" and "attention model" in a.describe()
+    assert "no theory rule or next source" in a.describe()
+    assert predict(att.problem, att.space(), exclude=Holdout(att.problem, "kernel")) is None
+
+
+def test_cli_predict_says_which_source_answered():
+    from click.testing import CliRunner
+
+    from abductune.cli import main
+
+    r = CliRunner().invoke(main, ["predict", "zoo:zoo_mm_splitk_fp16", "--holdout", "kernel"])
+    assert r.exit_code == 0, r.output
+    lines = [ln for ln in r.output.splitlines() if "x optimum" in ln]
+    assert len(lines) == len(zoo_datasets("zoo_mm_splitk_fp16")) and all(ln.endswith("[ranker]") for ln in lines)
+    assert f"answered by: ranker {len(lines)}" in r.output
+    r = CliRunner().invoke(main, ["predict", "zoo:zoo_mm_splitk_fp16", "--no-ranker"])
+    assert r.exit_code == 0 and "[ranker]" not in r.output
+    r = CliRunner().invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=16,N=4096,K=4096",
+                                  "--no-check"])
+    assert r.exit_code == 0 and "[ranker]" in r.output and "because ranker: rank 1 of" in r.output
+
+
+def test_seeds_include_the_ranker_refitted_and_feasible(splitk, monkeypatch):
+    from abductune.cli.replay import _replay_seeds
+    from abductune.heuristics import ranker_shipped as rs
+    from abductune.heuristics.seeds import RANKER_ENV, RANKER_SEEDS, ranker_seeds, seed_configs
+
+    sp, hold = splitk.space(), Holdout(splitk.problem, "kernel")
+    monkeypatch.delenv(RANKER_ENV, raising=False)  # off by default: the seeds are asked for
+    assert not any(f["source"] == "ranker" for f in seed_configs(splitk.problem, sp, exclude=hold).fired)
+    assert ranker_seeds(splitk.problem, sp) == []
+    monkeypatch.setenv(RANKER_ENV, "1")
+    rep = seed_configs(splitk.problem, sp, exclude=hold)
+    assert rep.fired == seed_configs(splitk.problem, sp, exclude=hold, ranker=True).fired
+    mine = [f for f in rep.fired if f["source"] == "ranker"]
+    loko = rs.shipped_ranker(hold)[0].rank(splitk.problem, sp)[:RANKER_SEEDS]
+    assert [f["config"] for f in mine] == loko and [f["rank"] for f in mine] == [1, 2, 3, 4]
+    assert all("refitted without zoo_mm_splitk_fp16" in f["reason"] for f in mine)
+    assert all(trouble(splitk.problem, sp, c) is None for c in rep.configs)
+    assert [f["source"] for f in rep.fired].index("ranker") < [f["source"] for f in rep.fired].index("registry")
+    # replay --seeds heuristics --holdout kernel: the refit's configs, never the full model's
+    seeds = _replay_seeds(splitk, "kernel")
+    ranked = [s.config for s in seeds if s.source.startswith("ranker:")]
+    assert ranked and all(c in loko for c in ranked)
+    full = rs.shipped_ranker()[0].rank(splitk.problem, sp)[:RANKER_SEEDS]
+    assert any(c not in full for c in ranked)
+    # off for another backend, without the registry, and where ranker=False
+    assert not any(f["source"] == "ranker" for f in seed_configs(splitk.problem, sp, backend="cuda").fired)
+    assert not any(f["source"] == "ranker" for f in seed_configs(splitk.problem, sp, use_registry=False).fired)
+    assert not any(f["source"] == "ranker" for f in seed_configs(splitk.problem, sp, ranker=False).fired)
+    two = ranker_seeds(splitk.problem, sp, 2)  # the decorator's: the full model (nothing held out)
+    assert [c for c, _ in two] == full[:2] and [s for _, s in two] == ["ranker:ranker#1", "ranker:ranker#2"]
+
+
+def test_ranker_seeds_say_why_not_where_they_cannot_rank(monkeypatch):
+    from abductune.heuristics import ranker_shipped as rs
+    from abductune.heuristics.seeds import seed_configs
+
+    big = Space([Pow2("BLOCK_M", 16, 256), Pow2("BLOCK_N", 16, 256), Pow2("BLOCK_K", 16, 256),
+                 Choice("GROUP_M", list(range(1, 11))), Choice("num_warps", [1, 2, 4, 8, 16]),
+                 Choice("num_stages", [1, 2, 3, 4, 5])])
+    p = synthetic("synth_a", SHAPES[2]).problem
+    assert big.cardinality > rs.RANK_MAX and rs.why_not(p, big) is None  # the space alone is not the cost
+    monkeypatch.setattr(rs, "RANK_MAX", 50)  # what the resource model accepts is: here more than 50
+    (f,) = [f for f in seed_configs(p, big, ranker=True).fired if f["source"] == "ranker"]
+    assert f["status"] == "ineligible" and "fit the resource model, more than the 50" in f["reason"]
+    monkeypatch.setattr(rs, "ENUMERATE_MAX", 1000)
+    assert "more than the 1000 it reads" in rs.why_not(p, big)
+    blind = Problem("x", "matmul", {"M": 64, "N": 64, "K": 64}, dict(FP16))  # no hardware
+    (f,) = [f for f in seed_configs(blind, mm_space(NAMINGS["synth_a"]), ranker=True).fired
+            if f["source"] == "ranker"]
+    assert f["status"] == "ineligible" and "hardware unknown" in f["reason"]
+    from abductune.theory.store import predict
+
+    assert predict(blind, mm_space(NAMINGS["synth_a"])) is None or predict(blind, mm_space(
+        NAMINGS["synth_a"])).source != "ranker"
+
+
+def test_the_decorators_ranker_bets_are_valid_configs_of_a_users_list(monkeypatch):
+    """What `Autotuner._tune` adds after its theory and observed bets when asked for
+    (ABDUCTUNE_RANKER_SEEDS=1): configs of the key's space, roles read from the user's names."""
+    from abductune.autotune import space_from_configs
+    from abductune.heuristics.seeds import RANKER_ENV, ranker_seeds
+
+    configs = [{"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8, "num_warps": w,
+                "num_stages": s}
+               for m, n, k, s, w in [(128, 256, 64, 3, 8), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4),
+                                     (64, 128, 32, 4, 4), (32, 64, 32, 5, 2), (16, 64, 64, 4, 4)]]
+    space = space_from_configs(configs, "user_matmul")
+    p = Problem("user_matmul", "matmul", {"M": 4096, "N": 4096, "K": 4096}, dict(FP16), flops=2.0 * 4096 ** 3,
+                min_bytes=6.0 * 4096 ** 2, hardware=H100)
+    monkeypatch.delenv(RANKER_ENV, raising=False)
+    assert ranker_seeds(p, space) == []
+    monkeypatch.setenv(RANKER_ENV, "1")
+    got = ranker_seeds(p, space)
+    assert [s for _, s in got] == [f"ranker:ranker#{i}" for i in range(1, 5)]
+    assert all(space.is_valid(c) and trouble(p, space, c) is None for c, _ in got)
+    assert len({space.key(c) for c, _ in got}) == 4

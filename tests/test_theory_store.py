@@ -47,7 +47,7 @@ def test_packaged_book_ships_held_out_rules_for_every_bundled_shape():
     obs = bundled_observations()
     assert len(book) > 0 and set(book.held_out) == {shape_id(o.problem) for o in obs}
     for o in obs:
-        p = predict(o.problem, o.space, book=book, exclude=o.problem)
+        p = predict(o.problem, o.space, book=book, exclude=o.problem, ranker=False)
         assert p is not None and not p.rule.learned_from_problem(o.problem)
 
 
@@ -124,7 +124,7 @@ def test_predictions_keep_the_warpgroup_mma_on_hopper():
     assert lookup("A100-SXM").warpgroup_mma is None and H100.warpgroup_mma == (4, 64)
     # the theory store's prediction for that square shape carries the repair: the rule alone
     # gives a 16-row tile with 2 warps in this space
-    p = predict(square, space, book=packaged_book())
+    p = predict(square, space, book=packaged_book(), ranker=False)
     assert p is not None and instantiate(p.rule.forms, square, space)["BM"] < 64
     assert p.config["BM"] >= 64 and p.config["nw"] % 4 == 0
 
@@ -254,7 +254,7 @@ def test_cli_learn_predict_explain(tmp_path: Path):
     assert r.exit_code == 0, r.output
     assert "rules from 27 problems" in r.output and out.exists()
     r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=16,N=8192,K=4096",
-                             "--theories", str(out)])
+                             "--theories", str(out), "--no-ranker"])
     assert r.exit_code == 0 and "BLOCK_M=16" in r.output and "because matmul/small_m" in r.output
     store = tmp_path / "s.sqlite"
     r = runner.invoke(main, ["tune", "--kernel", "softmax_fp16", "--shapes", "rows=16384,cols=1024",
@@ -273,14 +273,15 @@ def test_predict_check_passes_over_a_spilling_prediction(monkeypatch):
     `--no-check` serves the rule's config as it is."""
     pytest.importorskip("triton")
     runner = CliRunner()
-    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700"])
+    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--no-ranker"])
     assert r.exit_code == 0, r.output  # checked by default where Triton is installed
     lines = r.output.splitlines()
     passed = [ln for ln in lines if ln.strip().startswith("passed over")]
     assert passed and "num_warps=4" in passed[0] and "spills" in passed[0]
     answer = next(ln for ln in lines if ln.startswith("matmul_fp16 M=200") and "BLOCK_M=" in ln)
     assert "num_warps=8" in answer and any("checked: compiles for sm_90" in ln and "no spills" in ln for ln in lines)
-    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--no-check"])
+    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--no-check",
+                             "--no-ranker"])
     assert r.exit_code == 0 and "passed over" not in r.output
     assert "num_warps=4" in next(ln for ln in r.output.splitlines() if ln.startswith("matmul_fp16 M=200"))
     # without triton, --check says what to install instead of failing deep inside
@@ -291,7 +292,7 @@ def test_predict_check_passes_over_a_spilling_prediction(monkeypatch):
     r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--check"])
     assert r.exit_code != 0 and "Triton is not installed" in r.output
     # by default the prediction goes unchecked then, and says so
-    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700"])
+    r = runner.invoke(main, ["predict", "--kernel", "matmul_fp16", "--shapes", "M=200,N=5000,K=700", "--no-ranker"])
     assert r.exit_code == 0 and "predictions unchecked: Triton is not installed" in r.output
     assert "num_warps=4" in r.output
     r = runner.invoke(main, ["predict", "bundled", "--check"])

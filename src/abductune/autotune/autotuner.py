@@ -478,6 +478,14 @@ class Autotuner(TritonAutotuner):
                         if b.config not in given and b.config not in [f.config for f in fresh]:
                             fresh.append(b)
                     seed_list = fresh + seed_list
+                    # then the ranker's top configs, in what room the budget leaves: never one of the
+                    # user's configs displaced (heuristics.seeds.RANKER_SEEDS)
+                    from ..heuristics.seeds import RANKER_SEEDS, ranker_seeds
+
+                    room = RANKER_SEEDS if budget.evaluations is None else budget.evaluations - len(seed_list)
+                    known = [s.config for s in seed_list]
+                    seed_list += [Seed(c, src) for c, src in ranker_seeds(problem, space, min(RANKER_SEEDS, room))
+                                  if c not in known]
                 with Session(ev, strategy=self.search_strategy, seed=self.seed, options=self.strategy_options,
                              budget=budget, seeds=seed_list, store=store,
                              toolchain=ctx.toolchain, batch_size=max(8, len(seeds)), judge=self.judge,

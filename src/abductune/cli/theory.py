@@ -87,13 +87,18 @@ def learn_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | Non
 @click.option("--check/--no-check", default=None, help="Compile each prediction for the GPU (no GPU needed, "
               "about a second each once cached, needs triton) and pass over one that spills registers or cannot "
               "launch. Default: check where Triton is installed and the GPU is NVIDIA's.")
+@click.option("--ranker/--no-ranker", default=True, show_default=True, help="Serve the ranker learned across "
+              "kernels for matmuls (where it beat the theory leave-one-kernel-out) and where no rule applies; "
+              "--no-ranker: the theory store's rules alone.")
 def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | None, hardware: str,
-                theories: str | None, holdout: str, check: bool | None) -> None:
+                theories: str | None, holdout: str, check: bool | None, ranker: bool) -> None:
     """Zero-shot config for a kernel and shapes, or for datasets (scored against their
     optimum, leaving each dataset's kernel, or with --holdout shape its shape, out of what the
-    prediction knows)."""
+    prediction knows). Each answer names its source: theory, ranker, or the next source where
+    every rule was declined."""
     from ..format import format_config
-    from ..theory.store import TheoryBook, packaged_book, predict, predictions
+    from ..theory.store import TheoryBook, packaged_book, predict
+    from ..theory.store.predict import zero_shot
 
     book = TheoryBook.load(theories) if theories else packaged_book()
     if kernel:
@@ -123,13 +128,13 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
             shape = ",".join(f"{k}={v}" for k, v in dims.items())
             if check:
                 click.echo(f"{kernel} {shape}: compiling the predictions for {hw.arch} ...")
-            p = first_clean(spec, problem, predictions(problem, spec.space(), book=book),
+            p = first_clean(spec, problem, zero_shot(problem, spec.space(), book=book, ranker=ranker),
                             echo=lambda line: click.echo(f"  {line}")) if check \
-                else predict(problem, spec.space(), book=book)
+                else predict(problem, spec.space(), book=book, ranker=ranker)
             if p is None:
                 click.echo(f"{kernel} {shape}: no rule applies" + (" that compiles cleanly" if check else ""))
                 continue
-            click.echo(f"{kernel} {shape}: {format_config(p.config)}")
+            click.echo(f"{kernel} {shape}: {format_config(p.config)}  [{p.source}]")
             for line in explain_prediction(p):
                 click.echo(f"  {line}")
         return
@@ -144,18 +149,24 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
     from ..problem import Holdout
 
     rows = []
+    sources: dict[str, int] = {}
     for o in observations_from_datasets(expand_dataset_args(datasets)):
-        p = predict(o.problem, o.space, book=book, exclude=Holdout(o.problem, holdout))
+        p = predict(o.problem, o.space, book=book, exclude=Holdout(o.problem, holdout), ranker=ranker)
         t = o.time_of(p.config) if p else None
         ratio = t / o.optimum if t is not None and math.isfinite(t) else None
         rows.append(ratio)
-        click.echo(f"{o.name}: " + (f"{ratio:.3f}x optimum  {format_config(p.config)}" if ratio else
-                                    "no prediction" if p is None else "predicted config failed or unmeasured"))
+        if p is not None:
+            sources[p.source] = sources.get(p.source, 0) + 1
+        click.echo(f"{o.name}: " + (f"{ratio:.3f}x optimum  {format_config(p.config)}  [{p.source}]" if ratio else
+                                    "no prediction" if p is None else
+                                    f"predicted config failed or unmeasured  [{p.source}]"))
     ok = [r for r in rows if r]
     if ok:
         g = math.exp(sum(map(math.log, ok)) / len(ok))
         click.echo(f"geomean {g:.3f}, worst {max(ok):.3f} over {len(ok)} of {len(rows)} datasets "
                    f"(leave-one-{holdout}-out)")
+    if sources:  # which source answered (predict's order: the ranker for RANKER_CLASSES, else the theory)
+        click.echo("answered by: " + ", ".join(f"{k} {v}" for k, v in sorted(sources.items())))
 
 
 def explain_prediction(p: Any) -> list[str]:

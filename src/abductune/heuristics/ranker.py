@@ -22,6 +22,11 @@ left after the holdout is ranked by the model pooled over every family. Datasets
 the features cannot describe (`features.usable`: unknown GPU, no warps role, no tile role) are
 left out and listed in `skipped`. `rank` passes only configs the resource model accepts
 (`theory.resources.trouble`), so no proposal is one it says cannot run or will spill.
+
+A linear fit needs of each shape only its sufficient statistics (`ShapeStats`: feature means,
+centred second moments, centred feature-target products), so a ranker without any given
+shapes is refitted from them exactly, in milliseconds and without the data (`Ranker.from_stats`;
+the shipped model keeps them: `heuristics.ranker_shipped`).
 """
 from __future__ import annotations
 
@@ -68,6 +73,9 @@ class Shape:
     y: np.ndarray
     where: np.ndarray  # (log2 FLOPs, log2 bytes): how near another problem is
     weight: float = 1.0
+    key: str = ""  # the problem's: what a Holdout is matched against
+    dims: dict[str, int] = field(default_factory=dict)
+    source_hash: str = ""
 
 
 def _where(problem: Problem) -> np.ndarray:
@@ -90,7 +98,9 @@ def shape_data(obs: Any, cache: dict | None = None) -> Shape | None:
     X = feature_matrix(obs.problem, obs.space, [obs.space.from_key(k) for k in keys])
     y = np.array([min(math.log(obs.times[k] / opt), CLIP) if math.isfinite(obs.times[k]) else CLIP
                   for k in keys])
-    got = Shape(obs.name, obs.kernel, family(obs.problem, obs.space), X, y, _where(obs.problem))
+    p = obs.problem
+    got = Shape(obs.name, obs.kernel, family(p, obs.space), X, y, _where(p), key=p.key(), dims=dict(p.dims),
+                source_hash=p.source_hash)
     if cache is not None:
         cache[key] = got
     return got
@@ -120,19 +130,90 @@ class Model:
         return out / max(len(near), 1)
 
 
-def _fit(shapes: list[Shape], kind: str) -> Model:
+@dataclass
+class ShapeStats:
+    """What a linear fit needs of one recorded shape: with X its configs' features (n rows),
+    Xc = X less its column means and yc its targets less their mean, `mean` = X's column means,
+    `cov` = Xc'Xc / n and `xy` = Xc'yc / n. Shape-mean centring makes these per shape, and the
+    per-kernel weights are applied when fitting, so any subset refits exactly from them."""
+
+    kernel: str
+    family: str
+    name: str
+    key: str
+    dims: dict[str, int]
+    source_hash: str
+    rows: int
+    mean: np.ndarray
+    cov: np.ndarray
+    xy: np.ndarray
+
+    @classmethod
+    def of(cls, s: Shape) -> "ShapeStats":
+        Xc, yc = s.X - s.X.mean(0), s.y - s.y.mean()
+        n = len(s.y)
+        return cls(s.kernel, s.family, s.name, s.key, dict(s.dims), s.source_hash, n, s.X.mean(0),
+                   Xc.T @ Xc / n, Xc.T @ yc / n)
+
+    def covered_by(self, hold: Holdout) -> bool:
+        return hold.covers(self.kernel, self.dims, self.key, self.source_hash)
+
+    def to_dict(self) -> dict[str, Any]:
+        iu = np.triu_indices(len(self.mean))  # cov is symmetric: its upper triangle, row by row
+        return {"kernel": self.kernel, "family": self.family, "name": self.name, "key": self.key,
+                "dims": self.dims, "source_hash": self.source_hash, "rows": self.rows,
+                "mean": _floats(self.mean), "cov": _floats(self.cov[iu]), "xy": _floats(self.xy)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ShapeStats":
+        mean = np.array(d["mean"], dtype=float)
+        iu = np.triu_indices(len(mean))
+        cov = np.zeros((len(mean), len(mean)))
+        cov[iu] = d["cov"]
+        cov = cov + np.triu(cov, 1).T
+        return cls(d["kernel"], d["family"], d["name"], d["key"], dict(d["dims"]), d.get("source_hash", ""),
+                   int(d["rows"]), mean, cov, np.array(d["xy"], dtype=float))
+
+
+def _floats(a: np.ndarray) -> list[float]:
+    # 9 significant digits: a refit from the saved statistics ranks as one from the data
+    return [float(f"{x:.9g}") for x in np.ravel(a)]
+
+
+def _weights(kernels: Sequence[str]) -> np.ndarray:
+    """1 / the kernel's shape count per shape: every kernel counts once."""
+    count: dict[str, int] = {}
+    for k in kernels:
+        count[k] = count.get(k, 0) + 1
+    return np.array([1.0 / count[k] for k in kernels])
+
+
+def _fit_linear(stats: Sequence[ShapeStats], weights: np.ndarray) -> Model:
+    """Ridge over every pair of configs of the same shape (module docstring), from statistics:
+    the same sums as stacking the centred rows with row weight (shape weight / rows)."""
+    W = float(weights.sum())
+    mean = sum(w * s.mean for w, s in zip(weights, stats)) / W
+    cov = sum(w * s.cov for w, s in zip(weights, stats))
+    scale = np.sqrt(np.diag(cov) / W)
+    scale = np.where(scale > 1e-12, scale, 1.0)  # a feature that never varies gets weight 0 below
+    A = cov / np.outer(scale, scale) + RIDGE * W * np.eye(len(mean))
+    b = sum(w * s.xy for w, s in zip(weights, stats)) / scale
+    return Model("linear", mean, scale, coef=np.linalg.solve(A, b))
+
+
+def _fit_knn(shapes: list[Shape]) -> Model:
     Xc = np.vstack([s.X - s.X.mean(0) for s in shapes])
-    yc = np.concatenate([s.y - s.y.mean() for s in shapes])
     w = np.concatenate([np.full(len(s.y), s.weight / len(s.y)) for s in shapes])
     mean = np.average(np.vstack([s.X for s in shapes]), axis=0, weights=w)
     scale = np.sqrt(np.average(Xc ** 2, axis=0, weights=w))
-    scale = np.where(scale > 1e-12, scale, 1.0)  # a feature that never varies gets weight 0 below
-    if kind == "knn":
-        return Model(kind, mean, scale, shapes=list(shapes))
-    Z = Xc / scale
-    A = Z.T @ (Z * w[:, None]) + RIDGE * w.sum() * np.eye(Z.shape[1])
-    coef = np.linalg.solve(A, Z.T @ (w * yc))
-    return Model(kind, mean, scale, coef=coef)
+    scale = np.where(scale > 1e-12, scale, 1.0)
+    return Model("knn", mean, scale, shapes=list(shapes))
+
+
+def _nothing_left(shapes: Sequence[Any]) -> None:
+    if not shapes:
+        raise AbductuneError("the ranker has nothing to learn from: no dataset left after the holdout has a "
+                             "Triton-style space (warps and tile roles) on a known GPU")
 
 
 class Ranker:
@@ -168,20 +249,36 @@ class Ranker:
                 skipped.append(f"{o.kernel}:{o.name}")
                 continue
             shapes.append(s)
-        if not shapes:
-            raise AbductuneError("the ranker has nothing to learn from: no dataset left after the holdout has a "
-                                 "Triton-style space (warps and tile roles) on a known GPU")
-        per_kernel: dict[str, int] = {}
-        for s in shapes:
-            per_kernel[s.kernel] = per_kernel.get(s.kernel, 0) + 1
+        if kind == "linear":
+            return cls.from_stats([ShapeStats.of(s) for s in shapes], skipped=skipped)
+        _nothing_left(shapes)
+        w = _weights([s.kernel for s in shapes])
         # copies: a cached Shape is shared between fits with other holdouts
-        shapes = [dataclasses.replace(s, weight=1.0 / per_kernel[s.kernel]) for s in shapes]
+        shapes = [dataclasses.replace(s, weight=float(x)) for s, x in zip(shapes, w)]
         groups: dict[str, list[Shape]] = {POOLED: shapes}
         for s in shapes:
             groups.setdefault(s.family, []).append(s)
-        models = {g: _fit(ss, kind) for g, ss in sorted(groups.items())}
+        models = {g: _fit_knn(ss) for g, ss in sorted(groups.items())}
         trained = {g: sorted({s.kernel for s in ss}) for g, ss in groups.items()}
         return cls(models, kind, trained, skipped)
+
+    @classmethod
+    def from_stats(cls, stats: Sequence[ShapeStats], *, exclude: Any = None,
+                   skipped: Sequence[str] = ()) -> "Ranker":
+        """The linear ranker `fit` gives on the shapes these statistics came from, less those
+        `exclude` covers (a Problem, a Holdout, a `Problem.key()`, or several)."""
+        from .observed import _exclusions
+
+        keys, holds = _exclusions(exclude)
+        kept = [s for s in stats if s.key not in keys and not any(s.covered_by(h) for h in holds)]
+        _nothing_left(kept)
+        w = _weights([s.kernel for s in kept])
+        groups: dict[str, list[int]] = {POOLED: list(range(len(kept)))}
+        for i, s in enumerate(kept):
+            groups.setdefault(s.family, []).append(i)
+        models = {g: _fit_linear([kept[i] for i in ix], w[ix]) for g, ix in sorted(groups.items())}
+        trained = {g: sorted({kept[i].kernel for i in ix}) for g, ix in groups.items()}
+        return cls(models, "linear", trained, skipped)
 
     def model_for(self, problem: Problem, space: Space) -> tuple[str, Model]:
         g = family(problem, space)
@@ -201,7 +298,9 @@ class Ranker:
             return []
         _, model = self.model_for(p, space)
         s = model.scores(feature_matrix(p, space, cands), _where(p))
-        return [cands[i] for i in np.argsort(s, kind="stable")]
+        # configs the features cannot tell apart tie exactly; rounding keeps float noise (a refit
+        # from saved statistics) from reordering them
+        return [cands[i] for i in np.argsort(np.round(s, 9), kind="stable")]
 
     def to_dict(self) -> dict[str, Any]:
         """The weights per family (linear), for reading and for the benchmark's record."""

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from ..classify import classify, tile_dim
 from ..hardware import HardwareInfo
 from ..measurement import Measurement
 from ..problem import Problem
@@ -87,19 +88,10 @@ class Diagnosis:
 # ----------------------------------------------------------------------------- helpers
 
 def _classify(problem: Problem, space: Space | None) -> Any:
-    # classify moved from heuristics/ to the package root; accept either while both exist
-    try:
-        from ..classify import classify
-    except ImportError:  # pragma: no cover - older layout
-        from ..heuristics.classify import classify
     return classify(problem, space)
 
 
 def _tile_dim(role: str, cls: Any) -> int | None:
-    try:
-        from ..classify import tile_dim
-    except ImportError:  # pragma: no cover - older layout
-        from ..heuristics.classify import tile_dim
     return tile_dim(role, cls)
 
 

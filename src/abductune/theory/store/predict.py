@@ -1,4 +1,9 @@
-"""Zero-shot predictions from the packaged book, with a replay's own problem left out (re-learned without it)."""
+"""Zero-shot predictions: the packaged book's rules (re-learned without a replay's own problem), or the shipped ranker's pick.
+
+`predict` serves the ranker learned across kernels (`heuristics.ranker_shipped`) for the
+classes where its top-1 beat the theory leave-one-kernel-out (`RANKER_CLASSES`, from
+benchmarks/bench_ranker.py's table), the theory elsewhere, and the ranker again where no rule
+and no next source has anything; `predictions` stays the theory's (what tune seeds from)."""
 from __future__ import annotations
 
 import dataclasses
@@ -6,6 +11,7 @@ import logging
 from typing import Any
 
 from ...classify import Classification, classify
+from ...errors import AbductuneError
 from ...problem import Holdout, Problem, as_holdout
 from ...space import Space
 from .book import TheoryBook, declined_line, packaged_book
@@ -15,6 +21,11 @@ from .rules import Prediction, TheoryRule
 log = logging.getLogger(__name__)
 
 FALLBACK_SEEDS = 2  # as many as tune takes from the theory store (tune.THEORY_SEEDS)
+# where the ranker's top-1 beat the theory's prediction leave-one-kernel-out on the zoo
+# (benchmarks/results/session14/ranker_loko.json: matmul 1.201 against 1.229, quantized_matmul
+# 1.250 where no rule applies); the theory kept row_reduction (1.14 against 1.42) and
+# elementwise (1.09 against 1.81)
+RANKER_CLASSES = ("matmul", "quantized_matmul")
 
 _BUNDLED_OBS: list[Any] | None = None
 
@@ -30,13 +41,64 @@ def bundled_observations() -> list[Any]:
     return _BUNDLED_OBS
 
 
+@dataclasses.dataclass(frozen=True)
+class RankedPrediction(Prediction):
+    """The ranker's pick served as a prediction: `rule` is None, `source` "ranker"."""
+
+    why: str = ""
+
+    def describe(self) -> str:
+        return "ranker: " + self.why + ("; " + "; ".join(self.reasons) if self.reasons else "")
+
+
 def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
-            exclude: "Problem | Holdout | None" = None) -> Prediction | None:
-    """Zero-shot config for (problem, space). With `exclude` (a replay of a recorded problem),
-    rules learned from it are re-learned without it from the bundled data when that is where
-    they came from, so no prediction is scored with its own answer."""
-    got = predictions(problem, space, book=book, exclude=exclude)
+            exclude: "Problem | Holdout | None" = None, ranker: bool = True) -> Prediction | None:
+    """Zero-shot config for (problem, space), from the source `zero_shot` puts first. With
+    `exclude` (a replay of a recorded problem), rules learned from it are re-learned without it
+    from the bundled data when that is where they came from, and the ranker is refitted without
+    it, so no prediction is scored with its own answer. `ranker=False`: the theory's alone."""
+    got = zero_shot(problem, space, book=book, exclude=exclude, ranker=ranker)
     return got[0] if got else None
+
+
+def zero_shot(problem: Problem, space: Space, *, book: TheoryBook | None = None,
+              exclude: "Problem | Holdout | None" = None, ranker: bool = True) -> list[Prediction]:
+    """What `predict` chooses from, best first (a compile check takes the first that passes):
+    for `RANKER_CLASSES` the ranker's first `FALLBACK_SEEDS` configs, then the theory's
+    `predictions`; for other classes those, and where they are empty the ranker's. The ranker
+    is left out quietly where it cannot rank (a space its features cannot read, no hardware)
+    or has no model of the problem's family (only the pooled one)."""
+    cls = classify(problem, space).kernel_class
+    lead = _ranked(problem, space, exclude, cls) if ranker and cls in RANKER_CLASSES else []
+    theory = predictions(problem, space, book=book, exclude=exclude)
+    if lead or theory or not ranker:
+        return lead + theory
+    return _ranked(problem, space, exclude, cls)
+
+
+def _ranked(problem: Problem, space: Space, exclude: "Problem | Holdout | None", cls: str) -> list[Prediction]:
+    from ...heuristics.ranker_shipped import rank, why_not
+
+    if why_not(problem, space) is not None:
+        return []
+    try:
+        got = rank(problem, space, exclude=exclude)
+    except AbductuneError as e:  # too many feasible configs to rank, or a stale file
+        log.info("no ranker prediction for %s: %s", problem.kernel, e)
+        return []
+    except Exception as e:  # noqa: BLE001 - a feature bug must not stop a prediction
+        log.warning("ranker prediction for %s failed: %s: %s", problem.kernel, type(e).__name__, e)
+        return []
+    if got.family == "all":
+        # only the model pooled over other families is left (the holdout took every kernel of
+        # this one): it orders seeds a search then measures, but is not served alone, where
+        # the resource model may not say what fails (attention: 4 of 10 zoo picks failed)
+        log.info("no ranker prediction for %s: no kernel of its family left to learn from", problem.kernel)
+        return []
+    said = (f"chosen over the theory for {cls}, where it won leave-one-kernel-out",) if cls in RANKER_CLASSES \
+        else ("no theory rule or next source has a config for this problem",)
+    return [RankedPrediction(dict(c), None, "-", 0.0, False, said, source="ranker",  # type: ignore[arg-type]
+                             why=got.why(i)) for i, c in enumerate(got.configs[:FALLBACK_SEEDS])]
 
 
 def predictions(problem: Problem, space: Space, *, book: TheoryBook | None = None,
@@ -70,7 +132,8 @@ def _next_source(problem: Problem, space: Space, hold: "Holdout | None",
     said = tuple(dict.fromkeys(declined_line(r, why) for r, why, _ in declined))
     out: list[Prediction] = []
     try:
-        rep = seed_configs(problem, space, problem.hardware, exclude=hold)
+        # the ranker answers separately (`zero_shot`): here the sources that seeded before it
+        rep = seed_configs(problem, space, problem.hardware, exclude=hold, ranker=False)
         first = next((f for f in rep.fired if f.get("status") == "seed" and not f.get("duplicate_of")
                       and f.get("config") is not None), None)
     except Exception as e:  # noqa: BLE001 - a fallback must never stop a prediction

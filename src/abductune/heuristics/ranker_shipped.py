@@ -1,0 +1,158 @@
+"""The ranker shipped in the package (heuristics/data/ranker/ranker.json) and its refits without a held-out problem.
+
+    python -m abductune.heuristics.ranker_shipped      # regenerate the file (about 30 s)
+
+The file (a folder of its own: heuristics/data/ is the observed database) is `Ranker.fit` on
+the zoo's and the bundled datasets (both inside the package): the model as `Ranker.to_dict`
+gives it, the kernels it learned from (name -> source hash),
+and every training shape's sufficient statistics (`ranker.ShapeStats`). A caller scored on a
+recorded problem passes it as `exclude` (a Problem, a Holdout of level kernel or shape, or
+several); where that covers training shapes, the ranker is refitted from the statistics
+without them, as `Ranker.fit(..., exclude=...)` on the data would give it (cached per set of
+shapes left out), so no figure is scored with its own answer. Regenerate the file whenever
+the features, the fit or the packaged data change: `load` refuses a file over other features.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import AbductuneError
+from ..hardware import HardwareInfo
+from ..problem import Problem
+from ..space import Config, Space
+from ..theory.resources import trouble
+from .features import NAMES, usable
+from .ranker import CLIP, RIDGE, Ranker, ShapeStats, family
+
+log = logging.getLogger(__name__)
+
+PATH = Path(__file__).parent / "data" / "ranker" / "ranker.json"
+SOURCES = ("zoo", "bundled")
+COMMAND = "python -m abductune.heuristics.ranker_shipped"
+# cost bounds, not tuned: ranking costs about 0.6 ms a config the resource model accepts (a
+# diagnosis each, on one CPU core), so past RANK_MAX of them one pick costs more than the
+# seconds a measurement does; the resource check costs about 10 us a config of the space
+RANK_MAX = 8192
+ENUMERATE_MAX = 200_000
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """A ranking and what it was learned from (for a prediction's or a seed's reason)."""
+
+    configs: list[Config]  # feasible configs, best first
+    family: str  # the model that ranked them (a kernel class family, or "all")
+    kernels: tuple[str, ...]  # what that model learned from
+    left_out: tuple[str, ...]  # training kernels whose shapes the holdout left out
+
+    def why(self, i: int = 0) -> str:
+        out = (f"rank {i + 1} of {len(self.configs)} feasible configs by the ranker's {self.family} model, "
+               f"learned across {len(self.kernels)} kernels")
+        if self.left_out:
+            out += f", refitted without {', '.join(self.left_out)} (the holdout)"
+        return out
+
+
+def build(sources: tuple[str, ...] = SOURCES) -> dict[str, Any]:
+    """The contents of ranker.json, fitted on `sources` (dataset arguments as the CLI reads them)."""
+    from ..datasets.paths import expand_dataset_args
+    from .harvest import observations_from_datasets
+    from .ranker import shape_data
+
+    obs = observations_from_datasets(expand_dataset_args(list(sources)))
+    shapes, skipped = [], []
+    for o in obs:
+        s = shape_data(o)
+        (shapes.append(s) if s is not None else skipped.append(f"{o.kernel}:{o.name}"))
+    stats = [ShapeStats.of(s) for s in shapes]
+    model = Ranker.from_stats(stats, skipped=skipped)
+    return {"command": COMMAND, "sources": list(sources), "features": list(NAMES), "ridge": RIDGE, "clip": CLIP,
+            "kernels": {s.kernel: s.source_hash for s in sorted(stats, key=lambda s: s.kernel)},
+            "model": model.to_dict(), "shapes": [s.to_dict() for s in stats]}
+
+
+def write(path: Path = PATH) -> Path:
+    path.write_text(json.dumps(build(), indent=None, separators=(",", ":")) + "\n")
+    return path
+
+
+@dataclass
+class Shipped:
+    ranker: Ranker
+    stats: list[ShapeStats]
+    kernels: dict[str, str]
+
+
+@lru_cache(maxsize=1)
+def load(path: Path = PATH) -> Shipped:
+    """The shipped ranker (its full fit and the statistics refits come from)."""
+    if not path.exists():
+        raise AbductuneError(f"no shipped ranker at {path}: regenerate it with `{COMMAND}`")
+    d = json.loads(path.read_text())
+    if list(d.get("features") or []) != list(NAMES) or d.get("ridge") != RIDGE or d.get("clip") != CLIP:
+        raise AbductuneError(f"{path} was fitted over other features or constants: regenerate it with `{COMMAND}`")
+    stats = [ShapeStats.from_dict(s) for s in d["shapes"]]
+    # the full fit from the statistics (what the file's "model" shows, to 6 decimals): one path for
+    # the shipped ranker and its refits
+    return Shipped(Ranker.from_stats(stats, skipped=d["model"].get("skipped") or ()), stats, dict(d["kernels"]))
+
+
+_REFITS: dict[frozenset[int], Ranker] = {}
+
+
+def shipped_ranker(exclude: Any = None) -> tuple[Ranker, tuple[str, ...]]:
+    """The shipped ranker, or where `exclude` covers training shapes, the ranker refitted
+    without them; and the training kernels left out (sorted)."""
+    from .observed import _exclusions
+
+    sh = load()
+    keys, holds = _exclusions(exclude)
+    gone = frozenset(i for i, s in enumerate(sh.stats)
+                     if s.key in keys or any(s.covered_by(h) for h in holds))
+    if not gone:
+        return sh.ranker, ()
+    if gone not in _REFITS:
+        _REFITS[gone] = Ranker.from_stats([s for i, s in enumerate(sh.stats) if i not in gone],
+                                          skipped=sh.ranker.skipped)
+    return _REFITS[gone], tuple(sorted({sh.stats[i].kernel for i in gone}))
+
+
+def why_not(problem: Problem, space: Space, hardware: HardwareInfo | None = None) -> str | None:
+    """Why the shipped ranker cannot rank this problem's configs, or None (`rank` may still
+    refuse a space with more than `RANK_MAX` configs the resource model accepts)."""
+    p = problem if hardware is None else dataclasses.replace(problem, hardware=hardware)
+    why = usable(p, space)
+    if why is None and space.cardinality > ENUMERATE_MAX:
+        why = f"{space.cardinality} configs, more than the {ENUMERATE_MAX} it reads"
+    return why
+
+
+def rank(problem: Problem, space: Space, *, exclude: Any = None, hardware: HardwareInfo | None = None) -> Ranked:
+    """The space's feasible configs ranked by the shipped ranker (refitted without what
+    `exclude` covers). Raises AbductuneError where it cannot (`why_not`, more than `RANK_MAX`
+    feasible configs, or a stale file)."""
+    why = why_not(problem, space, hardware)
+    if why is not None:
+        raise AbductuneError(f"the ranker cannot rank {problem.kernel}: {why}")
+    p = problem if hardware is None else dataclasses.replace(problem, hardware=hardware)
+    cands = [c for c in space.valid_configs() if trouble(p, space, c) is None]
+    if len(cands) > RANK_MAX:
+        raise AbductuneError(f"the ranker cannot rank {problem.kernel}: {len(cands)} configs fit the resource "
+                             f"model, more than the {RANK_MAX} it ranks (about 0.6 ms each)")
+    ranker, left = shipped_ranker(exclude)
+    fam = family(problem, space)
+    g = fam if fam in ranker.models else "all"
+    return Ranked(ranker.rank(p, space, cands), g, tuple(ranker.trained_on.get(g, ())), left)
+
+
+if __name__ == "__main__":
+    out = write()
+    got = load.__wrapped__(out)
+    print(f"wrote {out}: {len(got.stats)} shapes of {len(got.kernels)} kernels; "
+          f"{len(got.ranker.skipped)} left out (features cannot describe them)")
