@@ -6,12 +6,18 @@ H100 recordings (`fleet_fixtures.Replayed`). What must hold:
   a config lost twice is recorded failed, once;
 - an interrupted or killed driver resumes from the store and spends only what is left;
 - every row names its GPU; an H200 beside H100s is another problem; a GPU slower than its
-  peers on shared configs is left out.
+  peers on shared configs is left out;
+- a fleet stopped at a deadline returns at once with what finished, keeps every measurement
+  that landed, and `close` ends a worker stuck in a job (and what it started) after its grace;
+- a batch goes to one worker whole unless others idle; a worker switching problems drops the
+  compiles it queued ahead for the last one.
 One Ray cluster serves the module (starting one costs seconds). Without Ray these tests skip,
 unless ABDUCTUNE_REQUIRE_FLEET=1 (CI), where a missing Ray is a failure. The local-process
 executor (the fallback where Ray cannot be installed) is tested without Ray."""
 from __future__ import annotations
 
+import collections
+import concurrent.futures as cf
 import json
 import logging
 import os
@@ -22,15 +28,18 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import pytest
 
 import fleet_fixtures
 from abductune.datasets.bundled import bundled_datasets
 from abductune.datasets.format import read_dataset
-from abductune.fleet import Farm, ProcessExecutor, sweep_fleet, tune_fleet
+from abductune.fleet import (Executor, Farm, FleetError, FleetStopped, FleetWorker, Job, ProcessExecutor, Target,
+                              sweep_fleet, tune_fleet)
 from abductune.hardware import KNOWN_GPUS
+from abductune.measure.base import Evaluator
+from abductune.measurement import Measurement
 from abductune.search import Budget
 from abductune.store import Store
 from abductune.tune import tune_one
@@ -390,3 +399,316 @@ def test_a_ray_tune_is_never_sent_to_the_daemon():
 
     assert not forwardable(["tune", "--ray", "auto", "--mode", "live"])
     assert not forwardable(["tune", "--ray=local"])
+
+
+# ----------------------------------------------------------------------------- stopping and closing
+
+class Hangs:
+    """A worker's evaluator factory: the bundled recordings replayed, except that a job holding
+    `config` (any job, where None) never returns, as a hung compile or benchmark; first it
+    starts a process of its own (as a live evaluator starts its compile pool and benchmark
+    worker) and writes "worker-pid child-pid" to `pids`."""
+
+    def __init__(self, config: Mapping[str, Any] | None, pids: str):
+        self.config, self.pids = (dict(config) if config is not None else None), pids
+
+    def __call__(self, target: Any) -> Evaluator:
+        return _Hanging(Replayed()(target), self.config, self.pids)
+
+
+class _Hanging(Evaluator):
+    def __init__(self, inner: Evaluator, config: dict | None, pids: str):
+        self.inner, self.config, self.pids = inner, config, pids
+        self.space, self.problem = inner.space, inner.problem
+
+    @property
+    def clock(self) -> float:  # type: ignore[override]
+        return self.inner.clock
+
+    def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
+        if self.config is None or any(dict(c) == self.config for c in configs):
+            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+            with open(self.pids, "a") as f:
+                f.write(f"{os.getpid()} {child.pid}\n")
+            time.sleep(600)
+        return self.inner.evaluate(configs)
+
+    def remeasure(self, configs: Sequence[Mapping[str, Any]], *, rounds: int = 1) -> list[Measurement]:
+        return self.inner.remeasure(configs, rounds=rounds)
+
+    def vendor_baseline(self) -> Measurement:
+        return self.inner.vendor_baseline()  # type: ignore[attr-defined]
+
+
+class WithPool:
+    """Replay, with a process pool per worker process kept in a module global, as the live
+    evaluator keeps its compile pool (`measure.shared`); the evaluator's `close` shuts it down
+    and appends to `marker`. Such a pool, left open, kept a worker process from ever exiting."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __call__(self, target: Any) -> Evaluator:
+        import multiprocessing
+
+        if "pool" not in _POOL:
+            _POOL["pool"] = cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("forkserver"))
+            _POOL["pool"].submit(os.getpid).result()
+        ev = Replayed()(target)
+        marker = self.marker
+
+        def close() -> None:
+            pool = _POOL.pop("pool", None)
+            if pool is not None:
+                pool.shutdown(wait=True)
+                with open(marker, "a") as f:
+                    f.write("closed\n")
+        ev.close = close  # type: ignore[method-assign]
+        return ev
+
+
+_POOL: dict[str, Any] = {}
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, dead and not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return "\nState:\tZ" not in f.read()
+    except FileNotFoundError:
+        return False
+
+
+def _first_search_config(serial: dict[str, Any], dims: Mapping[str, int]) -> dict:
+    with sqlite3.connect(serial["path"]) as db:  # a config the search measures after its seeds
+        [(cfg,)] = db.execute("SELECT m.config FROM measurements m JOIN contexts c ON c.id = m.context_id "
+                              "WHERE c.dims = ? AND m.kind = 'search' ORDER BY m.id LIMIT 1",
+                              (json.dumps(dict(dims), sort_keys=True, separators=(",", ":")),)).fetchall()
+    return json.loads(cfg)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_fleet_stopped_at_a_deadline_returns_at_once_with_what_finished_and_loses_nothing(
+        serial: dict[str, Any], tmp_path: Path):
+    kernel, dims = JOBS[0]
+    path, pids = tmp_path / "stop.sqlite", tmp_path / "pids"
+    executor = ProcessExecutor(worker_kw=[{"factory": Hangs(_first_search_config(serial, dims), str(pids))}] * 3)
+    farm = Farm(executor).start()
+    done: list[Any] = []
+    stopped_at: list[float] = []
+
+    def stopper() -> None:  # the deadline: once one search hangs and the others could finish
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not (pids.exists() and len(done) >= len(JOBS) - 2):
+            time.sleep(0.02)
+        stopped_at.append(time.monotonic())
+        farm.stop(FleetError("the test's deadline"))
+    t = threading.Thread(target=stopper)
+    t.start()
+    try:
+        run = tune_fleet(farm, JOBS, mode="replay", strategy=STRATEGY, budget=Budget(BUDGET), store=str(path),
+                         calibrate_gpus=False, on_done=done.append)
+        returned = time.monotonic()
+        t.join()
+        assert pids.exists(), "the hanging config was never measured"
+        assert returned - stopped_at[0] < 3.0, returned - stopped_at[0]  # not waiting on the hung job
+        t0 = time.monotonic()
+    finally:
+        farm.close(grace_s=1.0)
+    assert time.monotonic() - t0 < 8.0  # the grace, then killed
+    assert "the test's deadline" in run.stopped and "unfinished" in run.summary()
+    assert (kernel, dims) in run.unfinished
+    assert len(run.outcomes) + len(run.unfinished) == len(JOBS) and len(run.outcomes) >= len(JOBS) - 2
+    finished = [(o.kernel, o.dims) for o in run.outcomes]
+    assert winners(run.outcomes) == [w for w in serial["winners"] if (w[0], w[1]) in finished]
+    # nothing that landed is lost: every measurement the workers delivered is a stored row, and
+    # each row is the one the serial run stored (the replay is deterministic)
+    got = rows(path)
+    assert len(got) == run.measurements
+    assert not collections.Counter(got) - collections.Counter(serial["rows"])
+    assert [r for r in got if (r[0], json.loads(r[1])) in finished] == \
+        [r for r in serial["rows"] if (r[0], json.loads(r[1])) in finished]
+    with sqlite3.connect(path) as db:
+        statuses = dict(db.execute("SELECT status, COUNT(*) FROM runs GROUP BY status").fetchall())
+        spent = db.execute("SELECT COUNT(*) FROM measurements WHERE kind IN ('search', 'seed', 'remeasure')"
+                           ).fetchone()[0]
+    assert statuses.get("interrupted") and "running" not in statuses, statuses
+    for line in pids.read_text().split("\n"):
+        for pid in map(int, line.split()):
+            assert not _alive(pid), line  # the hung worker and the process it started
+    run2, _ = fleet(ProcessExecutor(worker_kw=[{"factory": Replayed()}] * 2), path, calibrate_gpus=False)
+    assert_same_as_serial(path, serial, run2.outcomes)  # resumed: finished, as the serial run
+    assert sum(o.evaluations for o in run2.outcomes) == sum(serial["evaluations"]) - spent
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_close_kills_a_worker_stuck_in_a_job_and_what_it_started_after_the_grace(tmp_path: Path):
+    pids = tmp_path / "pids"
+    kernel, dims = JOBS[0]
+    executor = ProcessExecutor(worker_kw=[{"factory": Hangs(None, str(pids))}])
+    farm = Farm(executor).start()
+    worker = executor.pid(0)
+    try:
+        cfg = read_dataset(bundled_datasets(kernel=kernel)[0]).records[0].config
+        req = farm.request(Target(kernel, dims, "replay"), "evaluate", [cfg])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not pids.exists():
+            time.sleep(0.02)
+        assert pids.exists()
+    finally:
+        t0 = time.monotonic()
+        farm.close(grace_s=1.0)
+        took = time.monotonic() - t0
+    assert 1.0 <= took < 5.0, took
+    assert isinstance(req.replies.get(timeout=1), FleetStopped)
+    [child] = [int(x) for x in pids.read_text().split()[1:]]
+    assert worker is not None and not _alive(worker) and not _alive(child)
+    with pytest.raises(FleetStopped, match="stopped"):  # a stopped farm takes no new work
+        farm.request(Target(kernel, dims, "replay"), "evaluate", [cfg])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_worker_closes_its_evaluators_and_exits_at_close_without_waiting_for_the_grace(tmp_path: Path):
+    marker = tmp_path / "closed"
+    executor = ProcessExecutor(worker_kw=[{"factory": WithPool(str(marker))}])
+    with Farm(executor) as farm:
+        run = tune_fleet(farm, JOBS[:1], mode="replay", strategy=STRATEGY, budget=Budget(4))
+        worker = executor.pid(0)
+        t0 = time.monotonic()
+        farm.close(grace_s=60.0)
+        took = time.monotonic() - t0
+    assert len(run.outcomes) == 1
+    assert took < 15.0, took  # it exited by itself: before, it waited on its pool forever
+    assert marker.read_text() == "closed\n" and worker is not None and not _alive(worker)
+
+
+LOCAL_DRIVER = """
+import sys, time
+from abductune.fleet import Farm, ProcessExecutor, Target
+from test_fleet import Hangs
+if __name__ == "__main__":
+    ex = ProcessExecutor(worker_kw=[{{"factory": Hangs(None, sys.argv[1])}}])
+    farm = Farm(ex).start()
+    farm.request(Target({kernel!r}, {dims!r}, "replay"), "evaluate", [{config!r}])
+    time.sleep(600)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_local_workers_end_with_what_they_started_when_the_driver_is_killed(tmp_path: Path):
+    kernel, dims = JOBS[0]
+    cfg = read_dataset(bundled_datasets(kernel=kernel)[0]).records[0].config
+    script, pids = tmp_path / "driver.py", tmp_path / "pids"
+    script.write_text(LOCAL_DRIVER.format(kernel=kernel, dims=dims, config=cfg))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT / "src"),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, str(script), str(pids)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not pids.exists() and proc.poll() is None:
+            time.sleep(0.05)
+        assert pids.exists(), proc.stderr.read().decode()[-2000:] if proc.poll() is not None else "no job ran"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)  # no chance to close anything
+        proc.wait()
+    worker, child = (int(x) for x in pids.read_text().split())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (_alive(worker) or _alive(child)):
+        time.sleep(0.1)
+    assert not _alive(worker) and not _alive(child)
+
+
+class _Inline(Executor):
+    """Workers as threads of this process, recording the size of every job they get."""
+
+    name = "inline"
+
+    def __init__(self, n: int):
+        self.n, self.sizes = n, []
+
+    def start(self) -> list[Any]:
+        self.workers = [FleetWorker(factory=Replayed()) for _ in range(self.n)]
+        self.pools = [cf.ThreadPoolExecutor(1) for _ in range(self.n)]
+        return list(range(self.n))
+
+    def describe(self, workers: Sequence[Any]) -> list[dict[str, Any]]:
+        return [self.workers[w].describe() for w in workers]
+
+    def submit(self, worker: Any, job: Job) -> Any:
+        self.sizes.append(len(job.configs))
+        return self.pools[worker].submit(self.workers[worker].run, job)
+
+    def wait(self, futures: Sequence[Any], timeout: float) -> list[Any]:
+        return list(cf.wait(futures, timeout=timeout, return_when=cf.FIRST_COMPLETED)[0])
+
+    def result(self, future: Any) -> Any:
+        return future.result()
+
+    def close(self, grace_s: float = 10.0) -> None:
+        for p in self.pools:
+            p.shutdown(wait=True)
+
+
+@pytest.mark.parametrize("workers, sizes", [(1, [8]), (3, [4, 4])])
+def test_a_batch_goes_to_one_worker_whole_unless_other_workers_idle(workers: int, sizes: list[int]):
+    kernel, dims = JOBS[0]
+    configs = [m.config for m in read_dataset(bundled_datasets(kernel=kernel)[0]).records[:8]]
+    executor = _Inline(workers)
+    with Farm(executor) as farm:
+        req = farm.request(Target(kernel, dims, "replay"), "evaluate", configs)
+        got = 0
+        while got < len(configs):
+            got += len(req.replies.get(timeout=10)[0])
+    # one worker runs one job at a time, compiling its configs when it starts it: one job of 8
+    # compiles them side by side, where two of 4 would compile one after the other
+    assert sorted(executor.sizes) == sizes
+
+
+def test_a_worker_switching_problems_drops_the_compiles_it_queued_for_the_last_one():
+    from abductune.measure.compile_pool import Compiler
+
+    compiler = Compiler(workers=1, target=(90, 32))
+    compiler._pool = cf.ThreadPoolExecutor(1)  # one compile slot, held below: what is queued stays queued
+    release = threading.Event()
+    compiler._pool.submit(release.wait)
+    datasets = {k: read_dataset(bundled_datasets(kernel=k)[0]) for k in ("softmax_fp16", "rmsnorm_fp16")}
+
+    class Speculating(Evaluator):
+        """Replays, and queues compiles of the configs it expects next on the shared pool."""
+
+        def __init__(self, target: Any):
+            self.inner = Replayed()(target)
+            self.space, self.problem = self.inner.space, self.inner.problem
+            self.compiler = compiler
+            self.queued: list[Any] = []
+
+        def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
+            ahead = [m.config for m in datasets[self.problem.kernel].records[8:12]]
+            for c in ahead:
+                self.queued.append(compiler._submit(self.problem.kernel, c, self.problem)[0])
+            return self.inner.evaluate(configs)
+
+    made: dict[str, Speculating] = {}
+
+    def factory(target: Any) -> Evaluator:
+        made[target.kernel] = Speculating(target)
+        return made[target.kernel]
+    worker = FleetWorker(factory=factory)
+    try:
+        targets = {k: Target(k, dict(ds.problem.dims), "replay") for k, ds in datasets.items()}
+        first = worker.run(Job(targets["softmax_fp16"], "evaluate", [datasets["softmax_fp16"].records[0].config]))
+        assert first.stats["switches"] == 1 and "speculation_dropped" not in first.stats
+        again = worker.run(Job(targets["softmax_fp16"], "evaluate", [datasets["softmax_fp16"].records[1].config]))
+        assert "switches" not in again.stats  # the same problem: nothing dropped, no new setup
+        assert not any(f.cancelled() for f in made["softmax_fp16"].queued)
+        other = worker.run(Job(targets["rmsnorm_fp16"], "evaluate", [datasets["rmsnorm_fp16"].records[0].config]))
+        assert other.stats["switches"] == 1 and other.stats["speculation_dropped"] == 4
+        assert all(f.cancelled() for f in made["softmax_fp16"].queued)  # never run: they held up the others
+        assert not any(f.cancelled() for f in compiler._futures.values())  # none left to read as a failed compile
+        assert other.measurements[0].ok
+    finally:
+        for f in list(compiler._futures.values()) + [f for ev in made.values() for f in ev.queued]:
+            f.cancel()  # nothing queued ever runs a compile here
+        release.set()
+        compiler._pool.shutdown(wait=True)

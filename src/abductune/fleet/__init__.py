@@ -4,9 +4,10 @@ view of it (`evaluator.FleetEvaluator`), and the fleet's tune and sweep (`run`).
 an executor (`integrations/ray.py`). docs/FLEET.md tells how to use it."""
 from .evaluator import FleetEvaluator
 from .executor import Executor, ProcessExecutor, WorkerLost
-from .farm import Farm, FleetError, calibrate
+from .farm import Farm, FleetError, FleetStopped, calibrate
 from .run import FleetRun, sweep_fleet, tune_fleet
 from .worker import FleetWorker, Job, Reply, Target, build_evaluator
 
-__all__ = ["Executor", "Farm", "FleetError", "FleetEvaluator", "ProcessExecutor", "WorkerLost", "calibrate",
-           "FleetRun", "sweep_fleet", "tune_fleet", "FleetWorker", "Job", "Reply", "Target", "build_evaluator"]
+__all__ = ["Executor", "Farm", "FleetError", "FleetStopped", "FleetEvaluator", "ProcessExecutor", "WorkerLost",
+           "calibrate", "FleetRun", "sweep_fleet", "tune_fleet", "FleetWorker", "Job", "Reply", "Target",
+           "build_evaluator"]

@@ -29,6 +29,8 @@ class FleetEvaluator(Evaluator):
         self.incumbent_ms: float | None = None
         self.remeasures_impls = remeasures_impls
         self._expected: list[dict] = []
+        self._later: list[dict] = []
+        self.lookahead = lookahead
         if lookahead:  # only where the workers' evaluator listens (live): it changes nothing else
             self.expect = self._expect  # type: ignore[method-assign]
         if vendor:
@@ -38,6 +40,12 @@ class FleetEvaluator(Evaluator):
 
     def _expect(self, configs: Sequence[Mapping[str, Any]]) -> None:
         self._expected = [dict(c) for c in configs]
+
+    def prefetch_hint(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        """The baselines the Session measures at the end: sent with the next batch, so a live
+        worker compiles them ahead as a serial tune does (where its evaluator listens)."""
+        if self.lookahead:
+            self._later += [dict(c) for c in configs]
 
     def _collect(self, req: _Request) -> Iterator[tuple[list[int], list[Measurement]]]:
         got = 0
@@ -59,8 +67,9 @@ class FleetEvaluator(Evaluator):
         if not configs:
             return
         expect, self._expected = self._expected, []
+        later, self._later = self._later, []
         req = self.farm.request(self.target, "evaluate", configs, pool=self.pool, expect=expect,
-                                incumbent_ms=self.incumbent_ms)
+                                incumbent_ms=self.incumbent_ms, later=later)
         yield from self._collect(req)
 
     def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:

@@ -5,6 +5,10 @@ An `Executor` starts the workers and runs jobs on them (`integrations/ray.py`: R
 a scheduler: the executor places the workers, and the farm only decides which queued job a
 free worker takes next.
 - Two jobs in flight per worker, so a worker never waits for the driver between two jobs.
+- A batch goes to one worker whole, so its configs compile side by side on that worker's
+  pool as in a serial tune; it is cut into jobs of up to `chunk` configs only for workers that
+  would otherwise idle (the start, the last searches). A worker runs one job at a time: two
+  jobs of one batch on one worker compile one after the other.
 - Work stealing: a free worker takes the oldest queued job it may run, from any search
   (preferring the problem it already holds, which saves a benchmark setup).
 - Faults: the jobs in flight on a worker that died (its process or its node) are queued
@@ -14,6 +18,9 @@ free worker takes next.
 - A `FleetEvaluator` (`evaluator.py`) is one search's view of the farm. It is an ordinary `Evaluator` for a
   Session, and it streams each job's measurements as they land, so the Session stores every
   row before the rest of its batch is measured.
+- Stopping (a deadline, Ctrl-C, a failed search): `stop` answers every waiting search at once
+  with `FleetStopped`; the jobs still running are abandoned. `close` then gives the workers
+  `grace_s` to finish and exit, and kills those that do not (a compile or benchmark that hangs).
 """
 from __future__ import annotations
 
@@ -34,11 +41,17 @@ from .worker import Job, Reply, Target
 log = logging.getLogger(__name__)
 
 IN_FLIGHT = 2  # jobs per worker: one running, one waiting beside it
-CHUNK = 4  # configs per job: a batch of 8 goes to two workers at once
+CHUNK = 4  # configs per job when a batch is cut for idle workers: a batch of 8 to two of them
+GRACE_S = 10.0  # how long `close` lets workers finish a job and exit before killing them
 
 
 class FleetError(AbductuneError):
     """The fleet cannot go on (every worker that may run a job is gone, or it was stopped)."""
+
+
+class FleetStopped(FleetError):
+    """The farm was stopped (`Farm.stop`: a deadline, Ctrl-C, another search's error) before
+    this search's measurements came back; those that came back are stored."""
 
 
 @dataclass
@@ -54,6 +67,7 @@ class _Worker:
     jobs: int = 0
     measurements: int = 0
     busy_s: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)  # the worker's own account (`Reply.stats`)
 
 
 @dataclass
@@ -105,6 +119,7 @@ class Farm:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
+        self.stop_reason: BaseException | None = None  # why `stop` was called first (None: running)
         self.requeued = 0
         self.failed = 0
         self._seq = 0
@@ -127,29 +142,45 @@ class Farm:
         self._thread.start()
         return self
 
-    def close(self) -> None:
+    def close(self, grace_s: float = GRACE_S) -> None:
+        """Stop, then end the workers: each gets `grace_s` to finish its job and exit, and is
+        killed after that (with what it started: compile pool, benchmark worker)."""
         self.stop()
-        self.executor.close()
+        self.executor.close(grace_s=grace_s)
 
     def __enter__(self) -> "Farm":
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        # leaving on an error or Ctrl-C, a job still running can give nothing the driver keeps:
+        # its workers get a short grace (the process ends its GPU memory either way)
+        self.close(GRACE_S if exc[0] is None else min(GRACE_S, 2.0))
 
     def stop(self, error: BaseException | None = None) -> None:
-        """Stop dispatching; every request still waiting gets `error` (default: stopped)."""
-        self._stop.set()
+        """Stop dispatching, from any thread; every search waiting on the farm gets a
+        `FleetStopped` saying why (`error`) at once, and later requests are refused. Jobs
+        still running on workers are abandoned: what they measure is not stored."""
+        with self._lock:  # under the lock: a request racing this one is either answered here or refused
+            if self.stop_reason is None:
+                self.stop_reason = error or self.error or FleetError("stopped")
+            self._stop.set()
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=30)
-        err = error or self.error or FleetError("the fleet was stopped")
+            self._thread.join(timeout=10)
         with self._lock:
             pending = list(self._queue) + [c for _, c in self._running.values()]
             self._queue.clear()
             self._running.clear()
         for c in pending:
-            c.request.replies.put(err)
+            c.request.replies.put(self._stopped())
+
+    def _stopped(self) -> FleetError:
+        """What a search hears from a stopped farm (a failed dispatcher's own error as it is)."""
+        if self.error is not None and (self.stop_reason is None or self.stop_reason is self.error):
+            return self.error
+        why = self.stop_reason
+        return FleetStopped(f"the fleet was stopped: {why}" if why is not None and str(why) else
+                            "the fleet was stopped")
 
     # -- what the driver sees
     def pools(self) -> dict[str, list[_Worker]]:
@@ -168,7 +199,8 @@ class Farm:
     def stats(self) -> dict[str, Any]:
         return {"executor": self.executor.name, "workers": [
             {"gpu": w.info.get("ident"), "pool": w.pool, "jobs": w.jobs, "measurements": w.measurements,
-             "busy_s": round(w.busy_s, 3), "alive": w.alive, "retired": w.retired} for w in self.workers],
+             "busy_s": round(w.busy_s, 3), "alive": w.alive, "retired": w.retired,
+             "phases": {k: round(v, 3) for k, v in sorted(w.phases.items())}} for w in self.workers],
             "requeued": self.requeued, "failed": self.failed, "lost": list(self.lost)}
 
     def retire(self, index: int, why: str) -> None:
@@ -185,27 +217,41 @@ class Farm:
     # -- asking
     def request(self, target: Target, op: str, configs: Sequence[Mapping[str, Any]], *, pool: str | None = None,
                 rounds: int = 1, expect: Sequence[Mapping[str, Any]] = (), incumbent_ms: float | None = None,
-                split: bool = True, worker: int | None = None) -> _Request:
-        """Queue `configs` (split into jobs of at most `chunk` configs when `split`); their
-        measurements come back on the request's queue as the jobs land."""
-        if self.error is not None or self._stop.is_set():
-            raise self.error or FleetError("the fleet was stopped")
+                split: bool = True, worker: int | None = None,
+                later: Sequence[Mapping[str, Any]] = ()) -> _Request:
+        """Queue `configs` (as one job, or cut for idle workers when `split`: `_piece`); their
+        measurements come back on the request's queue as the jobs land. `expect` and `later`
+        (what the search asks next, and at its end) ride on the first job: a live worker
+        compiles them ahead."""
         configs = [dict(c) for c in configs]
         req = _Request(len(configs))
-        size = self.chunk if split else max(1, len(configs))
-        chunks = []
-        for i in range(0, len(configs), size):
-            idx = list(range(i, min(i + size, len(configs))))
-            job = Job(target, op, [configs[j] for j in idx], rounds, [dict(c) for c in expect] if i == 0 else [],
-                      incumbent_ms)
-            chunks.append(_Chunk(req, idx, job, pool, worker))
         with self._lock:
+            if self.error is not None or self._stop.is_set():
+                raise self._stopped()
             if pool is not None and worker is None and not any(
                     w.pool == pool and w.alive and not w.retired for w in self.workers):
                 raise FleetError(f"no live worker in the fleet measures {pool.split('|')[0]}")
-            self._queue.extend(chunks)
+            size = self._piece(len(configs), pool) if split and worker is None else max(1, len(configs))
+            for i in range(0, len(configs), size):
+                idx = list(range(i, min(i + size, len(configs))))
+                job = Job(target, op, [configs[j] for j in idx], rounds,
+                          [dict(c) for c in expect] if i == 0 else [], incumbent_ms,
+                          [dict(c) for c in later] if i == 0 else [])
+                self._queue.append(_Chunk(req, idx, job, pool, worker))
         self._wake.set()
         return req
+
+    def _piece(self, n: int, pool: str | None) -> int:
+        """Configs per job for a batch of `n` (under the lock). Whole, unless workers that may
+        run it sit idle with nothing queued for them: then cut into as many even jobs as there
+        are such workers (no more than jobs of `chunk` configs make). A worker runs one job at
+        a time and compiles each job's configs when it starts it, so two jobs of one batch on
+        one worker would compile one after the other; whole, they compile side by side."""
+        idle = sum(1 for w in self.workers if w.alive and not w.retired and not w.suspect and w.in_flight == 0
+                   and (pool is None or w.pool == pool))
+        queued = sum(1 for c in self._queue if c.worker is None and (pool is None or c.pool in (None, pool)))
+        pieces = max(1, min(idle - queued, math.ceil(n / self.chunk)))
+        return max(1, math.ceil(n / pieces))
 
     # -- the dispatcher
     def _eligible(self, i: int, w: _Worker, c: _Chunk) -> bool:
@@ -329,6 +375,8 @@ class Farm:
         if c.worker is None:  # a probe's timings are calibration, not the fleet's work
             w.measurements += len(reply.measurements)
         w.busy_s += time.perf_counter() - c.submitted  # queued time included: two in flight overlap
+        for k, v in (reply.stats or {}).items():
+            w.phases[k] = w.phases.get(k, 0.0) + float(v)
         c.request.replies.put((c.indices, reply))
 
     def _died(self, i: int, c: _Chunk, why: str, settle_s: float = 30.0) -> None:
@@ -348,7 +396,7 @@ class Farm:
         lost = [c]
         pending = list(others)
         deadline = time.monotonic() + settle_s
-        while pending and time.monotonic() < deadline:
+        while pending and time.monotonic() < deadline and not self._stop.is_set():
             for f in self.executor.wait(pending, 0.1):
                 pending.remove(f)
                 x = others[f]

@@ -25,7 +25,7 @@ from ..search import Budget
 from ..session import Session
 from ..tune import TuneOutcome, tune_one
 from .evaluator import FleetEvaluator
-from .farm import Farm, FleetError, calibrate
+from .farm import Farm, FleetError, FleetStopped, calibrate
 from .worker import Target
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,8 @@ class FleetRun:
     calibration: list[dict[str, Any]] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
     skipped: list[tuple[str, dict[str, int]]] = field(default_factory=list)  # not started by the deadline
+    stopped: str = ""  # why the farm was stopped before every search finished ("" where none was cut short)
+    unfinished: list[tuple[str, dict[str, int]]] = field(default_factory=list)  # cut short by that stop
 
     @property
     def per_second(self) -> float:
@@ -67,6 +69,9 @@ class FleetRun:
             parts.append("left out as slow: " + "; ".join(f"{w['gpu']} ({w['retired']})" for w in slow))
         if self.skipped:
             parts.append(f"{len(self.skipped)} shape(s) not started by the deadline")
+        if self.stopped:
+            parts.append(f"stopped ({self.stopped}): {len(self.unfinished)} search(es) unfinished, "
+                         "their measurements kept in the store")
         return "; ".join(parts)
 
 
@@ -121,10 +126,14 @@ def _calibrate(farm: Farm, jobs: Sequence[tuple[str, dict[str, int]]], mode: str
     return rows
 
 
-def _run_all(farm: Farm, tasks: list[Callable[[], Any]], searches: int) -> list[Any]:
-    """Run tasks in threads; the first error (or Ctrl-C) stops the fleet, which ends the others
-    (each Session marks its run interrupted), then is raised here."""
+def _run_all(farm: Farm, tasks: list[Callable[[], Any]], searches: int) -> tuple[list[Any], list[int]]:
+    """Run tasks in threads: (their results, the indices of those a stopped farm cut short or
+    kept from starting). Stopped from outside (`farm.stop`: a deadline), the searches waiting on
+    it end at once (each Session marks its run interrupted; what landed is stored) and this
+    returns. The first error of a search (or Ctrl-C here) stops the fleet the same way and is
+    raised."""
     results: list[Any] = [None] * len(tasks)
+    cut: list[int] = []
     with cf.ThreadPoolExecutor(max(1, searches), thread_name_prefix="abductune-search") as pool:
         futs = {pool.submit(t): i for i, t in enumerate(tasks)}
         try:
@@ -132,7 +141,13 @@ def _run_all(farm: Farm, tasks: list[Callable[[], Any]], searches: int) -> list[
             while pending:
                 done, pending = cf.wait(pending, timeout=0.2, return_when=cf.FIRST_EXCEPTION)
                 for f in done:
-                    results[futs[f]] = f.result()  # raises the first error
+                    if f.cancelled() or (isinstance(f.exception(), FleetStopped) and farm.stop_reason is not None):
+                        cut.append(futs[f])
+                    else:
+                        results[futs[f]] = f.result()  # raises the first error
+                if farm.stop_reason is not None:
+                    for f in pending:  # not started: never will be
+                        f.cancel()
         except BaseException as e:
             err = e if isinstance(e, FleetError) else FleetError(f"the fleet stopped: {type(e).__name__}")
             farm.stop(err)
@@ -140,7 +155,7 @@ def _run_all(farm: Farm, tasks: list[Callable[[], Any]], searches: int) -> list[
                 f.cancel()
             cf.wait(list(futs), timeout=60)
             raise
-    return results
+    return results, sorted(cut)
 
 
 def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mode: str,
@@ -154,7 +169,9 @@ def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mod
     any worker (replay); `tune_one`'s arguments otherwise. `searches`: how many run at once
     (default: enough to keep every worker's two jobs in flight fed); `deadline`
     (time.monotonic): searches not started by then are skipped. Outcomes come back in job
-    order, GPU types within a job in name order."""
+    order, GPU types within a job in name order. Stopped from another thread (`farm.stop`, say
+    at a deadline), it returns within moments with the searches that finished; the others are
+    in `unfinished`, and `stopped` says why (their measurements so far are in the store)."""
     if mode not in ("live", "replay"):
         raise AbductuneError(f"a fleet tunes live or replay, got mode {mode!r}")
     from ..store import Store
@@ -207,18 +224,21 @@ def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mod
             return out
         return run
 
+    keys = [(k, dict(d)) for k, d in jobs for _ in pools]
     tasks = [task(k, dict(d), p) for k, d in jobs for p in pools]
     n_workers = sum(len(v) for v in farm.pools().values())
     searches = searches or max(4, 2 * farm.in_flight * n_workers)
     try:
-        results = _run_all(farm, tasks, searches)
+        results, cut = _run_all(farm, tasks, searches)
     finally:
         if st is not store and st is not None:
             st.close()
     wall = time.perf_counter() - t0
+    why = farm.stop_reason
     return FleetRun([r for r in results if r is not None], wall,
                     sum(w.measurements for w in farm.workers) - before, calib,
-                    {**farm.stats(), "calibration_s": round(calibration_s, 3)}, skipped)
+                    {**farm.stats(), "calibration_s": round(calibration_s, 3)}, skipped,
+                    (str(why) or type(why).__name__) if why is not None and cut else "", [keys[i] for i in cut])
 
 
 # ----------------------------------------------------------------------------- sweeps
@@ -308,10 +328,13 @@ def sweep_fleet(farm: Farm, kernel_name: str, shapes: Sequence[Mapping[str, int]
 
     tasks = [task(d, p) for p in pools for d in shapes]
     try:
-        paths = _run_all(farm, tasks, max(4, len(tasks)))
+        paths, cut = _run_all(farm, tasks, max(4, len(tasks)))
     finally:
         if not isinstance(store, Store):
             st.close()
+    if cut:  # what was recorded stays in the shapes' partial files: a rerun resumes them
+        raise FleetStopped(f"the sweep was stopped ({farm.stop_reason}) with {len(cut)} shape(s) unfinished; "
+                           "rerun it to resume")
     return paths
 
 

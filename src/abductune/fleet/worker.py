@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ class Job:
     rounds: int = 1
     expect: list[dict] = field(default_factory=list)  # what the strategy expects to ask next
     incumbent_ms: float | None = None  # the search's best so far (a live evaluator stops early above it)
+    later: list[dict] = field(default_factory=list)  # what the search measures at its end (baselines)
 
 
 @dataclass
@@ -52,6 +54,10 @@ class Reply:
     measurements: list[Measurement]
     clock: float  # evaluator seconds the job cost (compile + benchmark; simulated in replay)
     worker: str = ""
+    # where the worker's seconds went in this job: "job_s" (all of it), "new_evaluator_s",
+    # "switch_s" (the benchmark worker set up for another problem), the live evaluator's own
+    # phases ("compile_wait_s", "bench_s", ...); counts: "switches", "speculation_dropped"
+    stats: dict[str, float] = field(default_factory=dict)
 
 
 Factory = Callable[[Target], Evaluator]
@@ -77,12 +83,24 @@ def build_evaluator(target: Target) -> Evaluator:
     return LiveEvaluator(spec, problem, **opts)
 
 
-def cores_per_gpu() -> int:
-    """This node's cores divided among its GPUs (each GPU's worker compiles with its share)."""
-    from ..measure.target import _devices_nvml
+CORES_ENV = "ABDUCTUNE_FLEET_CORES"  # set by an executor that knows how many workers share the node
 
+
+def cores_per_gpu() -> int:
+    """The compile workers this GPU's worker gets: `ABDUCTUNE_FLEET_CORES` where the executor
+    set it (local processes: the node's cores over its workers), else the node's cores over all
+    of its GPUs. NVML is asked for every GPU of the node: a worker sees only its own through
+    CUDA_VISIBLE_DEVICES, and counting that one gave every worker all the cores (two GPUs'
+    workers started twice as many compile processes as the node has cores)."""
     try:
-        gpus = len(_devices_nvml() or ()) or 1
+        return max(1, int(os.environ[CORES_ENV]))
+    except (KeyError, ValueError):
+        pass
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        gpus = int(pynvml.nvmlDeviceGetCount()) or 1
     except Exception:  # noqa: BLE001 - NVML missing: assume one GPU
         gpus = 1
     return max(2, (os.cpu_count() or 2) // gpus)
@@ -101,6 +119,8 @@ class FleetWorker:
         self.stand_in = dict(hardware) if hardware is not None else None
         self.stand_in_toolchain = toolchain
         self._evaluators: OrderedDict[tuple, Evaluator] = OrderedDict()
+        self._held: tuple | None = None  # the problem its benchmark worker and compile pool hold
+        self._prefetch_cap: dict[tuple, int] = {}
         device = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         host = socket.gethostname()
         self.ident = f"{host}:cuda{device}" if device else f"{host}:pid{os.getpid()}"
@@ -147,15 +167,35 @@ class FleetWorker:
             raise ValueError(f"unknown fleet job op {job.op!r}; one of {OPS}")
         if job.op == "probe":
             return self._probe(job)
+        t0 = time.perf_counter()
+        stats: dict[str, float] = {}
+        fresh = job.target.key not in self._evaluators
         ev = self._evaluator(job.target)
+        if fresh:
+            stats["new_evaluator_s"] = time.perf_counter() - t0
+        before = dict(getattr(ev, "timing", None) or {})
+        switching = job.target.key != self._held
+        t1 = time.perf_counter()
+        if switching:
+            stats["switches"] = 1.0
+            left = self._evaluators.get(self._held) if self._held is not None else None
+            shared = getattr(ev, "compiler", None)
+            if left is not None and shared is not None and getattr(left, "compiler", None) is shared:
+                stats["speculation_dropped"] = float(_drop_speculation(ev))
         activate = getattr(ev, "activate", None)
         if activate is not None:  # a benchmark worker shared by several problems holds one at a time
             activate()
+        if switching:
+            stats["switch_s"] = time.perf_counter() - t1
+        self._held = job.target.key
         if job.incumbent_ms is not None and hasattr(ev, "incumbent_ms"):
             ev.incumbent_ms = min(x for x in (ev.incumbent_ms, job.incumbent_ms) if x is not None)
+        if job.later:
+            ev.prefetch_hint(job.later)
         clock0 = ev.clock
+        self._speculate_only_asked(ev, job)
         if job.op == "evaluate":
-            if job.expect and hasattr(ev, "expect"):
+            if hasattr(ev, "expect"):  # an empty list too: nothing expected from an earlier job lingers
                 ev.expect(job.expect)
             ms = ev.evaluate(job.configs)
         elif job.op == "remeasure":
@@ -164,7 +204,21 @@ class FleetWorker:
             vb = getattr(ev, "vendor_baseline", None)
             ms = [vb() if vb is not None else Measurement({"impl": "torch"}, "pruned",
                                                           error="no vendor implementation here")]
-        return Reply([self._tag(m) for m in ms], ev.clock - clock0, self.ident)
+        for k, v in (getattr(ev, "timing", None) or {}).items():
+            if k != "setup" and v - before.get(k, 0.0) > 0:
+                stats[f"{k}_s"] = v - before.get(k, 0.0)
+        stats["job_s"] = time.perf_counter() - t0
+        return Reply([self._tag(m) for m in ms], ev.clock - clock0, self.ident, stats)
+
+    def _speculate_only_asked(self, ev: Evaluator, job: Job) -> None:
+        """Compile ahead only what the search said it asks next (`expect`) and at its end
+        (`later`), not the batch's neighbours a serial tune adds: a fleet worker serves several
+        searches in turn, and guessed neighbours of one take the compile pool (and the cores
+        beside the benchmark) from the configs the others asked for."""
+        if not isinstance(getattr(ev, "prefetch", None), int):
+            return
+        cap = self._prefetch_cap.setdefault(job.target.key, ev.prefetch)  # the evaluator's own setting
+        ev.prefetch = min(cap, len(job.expect) + len(job.later))
 
     def _probe(self, job: Job) -> Reply:
         ev = self.factory(job.target)
@@ -172,6 +226,7 @@ class FleetWorker:
             activate = getattr(ev, "activate", None)
             if activate is not None:
                 activate()
+                self._held = None  # the benchmark worker now holds the probe's own setup
             t0 = time.perf_counter()
             ev.evaluate(job.configs)  # compiled (and warmed) first
             ms = ev.remeasure(job.configs, rounds=max(2, job.rounds))
@@ -183,6 +238,35 @@ class FleetWorker:
         return m.replace(extra={**m.extra, "gpu": self.ident})
 
     def close(self) -> None:
+        """Close its evaluators and the live evaluator's processes of this process (compile
+        pool, benchmark worker), so the process can exit: a process pool left open in a
+        worker process keeps that process from ever exiting (it waits for the pool's
+        workers, which wait for work)."""
         while self._evaluators:
             _, ev = self._evaluators.popitem()
-            ev.close()
+            try:
+                ev.close()
+            except Exception:  # noqa: BLE001 - closing the rest matters more
+                pass
+        shared = sys.modules.get("abductune.measure.shared")  # loaded only where a live evaluator ran
+        if shared is not None:
+            shared.close_shared()
+
+
+def _drop_speculation(ev: Evaluator) -> int:
+    """Cancel the compiles a live evaluator's shared pool holds for the problem it leaves that
+    have not started (speculation: what the last search might ask next). The pool keeps the
+    futures of one problem at a time and forgets the others' without cancelling them, so in a
+    fleet, where a worker switches problems at almost every job, each job's speculative
+    compiles queued up ahead of the next job's own (first in, first out) and counted for
+    nothing in the pool's busy count. Compiles under way finish into Triton's cache. Returns
+    how many were dropped. (Belongs in `measure.compile_pool.Compiler`, which forgets them.)"""
+    compiler = getattr(ev, "compiler", None)
+    futures, lock = getattr(compiler, "_futures", None), getattr(compiler, "_lock", None)
+    if not isinstance(futures, dict) or lock is None:
+        return 0
+    with lock:
+        dropped = sum(1 for k, f in list(compiler._futures.items()) if k[0] != "warm" and f.cancel())
+        if dropped:  # a cancelled future left there would read as a failed compile when asked again
+            compiler._futures = {k: f for k, f in compiler._futures.items() if not f.cancelled()}
+    return dropped

@@ -154,7 +154,22 @@ class RayExecutor(Executor):
         except Exception:  # noqa: BLE001 - already gone
             pass
 
-    def close(self) -> None:
+    def close(self, grace_s: float = 10.0) -> None:
+        """Each actor closes its evaluators and the live evaluator's processes once its jobs
+        are done, within `grace_s` together; then every actor is killed (`ray.kill`), a job
+        still running with it (a stopped fleet's)."""
+        ray = _ray()
+        if self.actors and grace_s > 0:
+            refs = []
+            for a in self.actors:
+                try:
+                    refs.append(a.close.remote())
+                except Exception:  # noqa: BLE001 - a dead actor takes no call
+                    pass
+            try:
+                ray.wait(refs, num_returns=len(refs), timeout=grace_s)
+            except Exception:  # noqa: BLE001 - they are killed next either way
+                pass
         for a in self.actors:
             self.retire(a)
         self.actors = []
