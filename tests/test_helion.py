@@ -16,6 +16,7 @@ import random
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -43,80 +44,15 @@ from helion.autotuner import search_algorithms  # noqa: E402
 from helion.autotuner.benchmark_provider import BenchmarkProvider, BenchmarkResult  # noqa: E402
 
 
-# ------------------------------------------------------------------------- kernels (Helion's examples, our words)
+# ------------------------------------------------------------------------- kernels: the benchmark's
 
-@helion.kernel(static_shapes=True)
-def mm(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    m, k = x.size()
-    _, n = y.size()
-    out = torch.empty([m, n], dtype=x.dtype, device=x.device)
-    for tm, tn in hl.tile([m, n]):
-        acc = hl.zeros([tm, tn], dtype=torch.float32)
-        for tk in hl.tile(k):
-            acc = torch.addmm(acc, x[tm, tk], y[tk, tn])
-        out[tm, tn] = acc.to(x.dtype)
-    return out
+# one definition of Helion's examples (in our words) serves both the benchmark and these tests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"))
+import helion_bench  # noqa: E402
 
-
-@helion.kernel(static_shapes=True)
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
-    for tr in hl.tile(x.size(0)):
-        out[tr, :] = torch.nn.functional.softmax(x[tr, :], dim=1)
-    return out
-
-
-@helion.kernel(static_shapes=True)
-def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_like(x)
-    for tr in hl.tile(x.size(0)):
-        row = x[tr, :].to(torch.float32)
-        centred = row - row.mean(dim=-1, keepdim=True)
-        var = (centred * centred).mean(dim=-1, keepdim=True)
-        out[tr, :] = (centred * torch.rsqrt(var + 1e-5) * w[:].to(torch.float32) + b[:].to(torch.float32)).to(x.dtype)
-    return out
-
-
-@helion.kernel(static_shapes=True)
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    sq, skv = q.size(-2), k.size(-2)
-    d = hl.specialize(q.size(-1))
-    qv, kv, vv = q.reshape([-1, sq, d]), k.reshape([-1, skv, d]), v.reshape([-1, skv, d])
-    out = torch.empty_like(qv)
-    scale = 1.44269504 / math.sqrt(d)
-    for tb, tm in hl.tile([qv.size(0), sq]):
-        m_i = hl.full([tb, tm], float("-inf"), dtype=torch.float32)
-        l_i = torch.full_like(m_i, 1.0)
-        acc = hl.zeros([tb, tm, d], dtype=torch.float32)
-        qt = qv[tb, tm, :]
-        for tn in hl.tile(skv):
-            s = torch.bmm(qt, kv[tb, tn, :].transpose(1, 2)) * scale
-            m_new = torch.maximum(m_i, torch.amax(s, -1))
-            p = torch.exp2(s - m_new[:, :, None])
-            alpha = torch.exp2(m_i - m_new)
-            l_i = l_i * alpha + torch.sum(p, -1)
-            acc = torch.baddbmm(acc * alpha[:, :, None], p.to(vv.dtype), vv[tb, tn, :])
-            m_i = m_new
-        out[tb, tm, :] = (acc / l_i[:, :, None]).to(out.dtype)
-    return out.view(q.size())
-
-
-@helion.kernel(static_shapes=True)
-def int4_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    m, k = a.shape
-    _, n = b.shape
-    c = torch.empty(m, n, dtype=torch.bfloat16, device=a.device)
-    bk = hl.register_block_size(k // 2)
-    for tm, tn in hl.tile([m, n]):
-        acc = hl.zeros([tm, tn], dtype=torch.float32)
-        for tkp in hl.tile(k // 2, block_size=bk):
-            a_t = a[tm, tkp.begin * 2: tkp.begin * 2 + bk * 2].to(torch.float32)
-            packed = b[tkp, tn]
-            w = torch.stack([((packed << 4) >> 4).to(torch.int8), (packed >> 4).to(torch.int8)], dim=1)
-            w = w.reshape(tkp.block_size * 2, tn.block_size).to(torch.float32)
-            acc = acc + (a_t.unsqueeze(2) * w.unsqueeze(0)).sum(dim=1)
-        c[tm, tn] = acc.to(torch.bfloat16)
-    return c
+mm, softmax, layer_norm, attention, int4_mm = (
+    helion.kernel(static_shapes=True)(f) for f in (helion_bench.matmul, helion_bench.softmax, helion_bench.layer_norm,
+                                                   helion_bench.attention, helion_bench.int4_matmul))
 
 
 def _args(name: str) -> tuple:
