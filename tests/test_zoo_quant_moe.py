@@ -6,12 +6,7 @@ checks need the real compiler, so each runs in its own child process (as test_ke
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -20,9 +15,8 @@ pytest.importorskip("triton")
 
 from abductune import kernels  # noqa: E402
 from abductune.classify import classify  # noqa: E402
+from zoo_fixtures import LAUNCH_SCRIPT, run_child  # noqa: E402
 
-TESTS = Path(__file__).resolve().parent
-SRC = TESTS.parent / "src"
 NAMES = ("zoo_mm_int8", "zoo_mm_w4a16", "zoo_moe_gemm_bf16")
 
 I8 = dict(GROUP_SIZE_M=8, num_warps=4, num_stages=2)
@@ -76,37 +70,11 @@ INTERPRET_SCRIPT = textwrap.dedent("""
     print("RESULTS" + json.dumps(results))
 """)
 
-# compile-only launches as the live evaluator's compile pool does them: offline sm_90 target,
-# meta tensors from make_inputs (these kernels mix dtypes, so they give no tensor_shapes)
-LAUNCH_SCRIPT = textwrap.dedent("""
-    import json, sys
-    from abductune import kernels
-    from abductune.measure.worker import _init_compile_worker, _first_launch
-    _init_compile_worker((90, 32))
-    out = []
-    for name, dims, cfg in json.loads(sys.argv[1]):
-        spec = kernels.get(name)
-        problem = spec.problem(dims)
-        inputs = spec.make_inputs(problem, "meta", 0)
-        res = spec.alloc_output(problem, inputs)
-        out.append(_first_launch(lambda: spec.launch(cfg, inputs, res)))
-    print("RESULTS" + json.dumps(out))
-""")
-
-
-def _child(script: str, arg: object, tmp_path: Path, **env: str) -> list[dict]:
-    full = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "cache"),
-            "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)]), **env}
-    r = subprocess.run([sys.executable, "-c", script, json.dumps(arg)], capture_output=True, text=True,
-                       env=full, timeout=300)
-    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULTS")), None)
-    assert r.returncode == 0 and line, f"child failed:\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
-    return json.loads(line[len("RESULTS"):])
 
 
 @pytest.fixture(scope="module")
 def interpreted(tmp_path_factory):
-    return _child(INTERPRET_SCRIPT, CASES, tmp_path_factory.mktemp("interp"), TRITON_INTERPRET="1")
+    return run_child(INTERPRET_SCRIPT, CASES, tmp_path_factory.mktemp("interp"), TRITON_INTERPRET="1")
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -172,7 +140,7 @@ def test_compile_for_sm90_offline(tmp_path):
     jobs = [["zoo_moe_gemm_bf16", moe.suite_shapes()[0], moe.fixed_configs()[0]],
             ["zoo_mm_w4a16", {"M": 512, "N": 18944, "K": 3584},
              dict(BM=64, BN=64, BK=256, SPLIT_K=2, num_warps=4, num_stages=2)]]
-    got = _child(LAUNCH_SCRIPT, jobs, tmp_path)
+    got = run_child(LAUNCH_SCRIPT, jobs, tmp_path)
     assert len(got) == len(jobs)
     for (name, dims, cfg), g in zip(jobs, got):
         assert g["compiled_here"], (name, dims, cfg, g)
