@@ -107,6 +107,20 @@ def from_template(config: Mapping[str, Any], order: Iterable[str] | None = None)
     return {k: out[k] for k in ordered}
 
 
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A vLLM config file's JSON object (batch size -> config, and any other keys); one clear
+    error for a missing file, bad JSON or another kind of value."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AbductuneError(f"vLLM config file {path} does not exist") from None
+    except json.JSONDecodeError as e:
+        raise AbductuneError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(obj, dict):
+        raise AbductuneError(f"{path}: expected a JSON object of batch size -> config")
+    return obj
+
+
 def import_vllm(paths: Iterable[str | os.PathLike[str]], database: Database | None = None) -> Database:
     """Add one exact rule per (file, batch size); folders are searched for `E=*.json`."""
     db = database if database is not None else Database()
@@ -118,14 +132,7 @@ def import_vllm(paths: Iterable[str | os.PathLike[str]], database: Database | No
         raise AbductuneError("no vLLM config files given (E=...,N=...,device_name=....json)")
     for f in files:
         info = parse_filename(f.name)
-        try:
-            obj = json.loads(f.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise AbductuneError(f"vLLM config file {f} does not exist") from None
-        except json.JSONDecodeError as e:
-            raise AbductuneError(f"{f}:{e.lineno}: not valid JSON ({e.msg})") from None
-        if not isinstance(obj, dict):
-            raise AbductuneError(f"{f}: expected a JSON object of batch size -> config")
+        obj = read_json_object(f)
         dtype = info["dtype"]
         kclass, variant, fam = _DTYPES.get(dtype, ("quantized_matmul", "", dtype or "fp16"))
         if kclass == "quantized_matmul" and not variant:

@@ -36,7 +36,7 @@ from typing import Any, Iterable, Mapping
 from ..errors import AbductuneError
 from ..files import atomic_write_text
 from ..space import Space
-from .vllm import VLLM_TO_ROLE, filename
+from .vllm import VLLM_TO_ROLE, filename, read_json_object
 
 # vLLM's benchmark_moe.py batch grid (tokens), the keys a full table holds
 DEFAULT_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048,
@@ -134,14 +134,7 @@ def read_table(path: str | os.PathLike[str]) -> dict[int, dict[str, Any]]:
     """A vLLM config file as vLLM reads it: batch size -> config, in the file's order, with
     "triton_version" dropped; a key vLLM could not read as an integer is refused here."""
     p = Path(path)
-    try:
-        obj = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise AbductuneError(f"vLLM config file {p} does not exist") from None
-    except json.JSONDecodeError as e:
-        raise AbductuneError(f"{p}:{e.lineno}: not valid JSON ({e.msg})") from None
-    if not isinstance(obj, dict):
-        raise AbductuneError(f"{p}: expected a JSON object of batch size -> config")
+    obj = read_json_object(p)
     obj.pop(VERSION_KEY, None)
     out: dict[int, dict[str, Any]] = {}
     for key, cfg in obj.items():
