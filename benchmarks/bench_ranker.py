@@ -39,6 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from bench_zeroshot import cell, nvidia_configs  # noqa: E402 - scored and tabled the same way
+
 COLS = ("ranker", "ranker_top8", "knn", "knn_top8", "theory", "nvidia", "nvidia_top8", "fixed_first",
         "random", "random_top8")
 
@@ -110,8 +112,6 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
 
-    from bench_zeroshot import nvidia_configs
-
     from abductune.datasets.format import read_dataset
     from abductune.heuristics.harvest import observation_from_dataset, observations_from_datasets
     from abductune.heuristics.ranker import Ranker
@@ -176,17 +176,10 @@ def table(rows):
     for g, rs in groups.items():
         cells, summary[g] = [], {}
         for c in COLS:
-            xs = [r[c] for r in rs if r.get(c) is not None]
-            bad = sum(r["state"].get(c) == "infeasible" for r in rs)
-            unrec = sum(r["state"].get(c) == "unrecorded" for r in rs)
-            notes = (f", {bad} infeasible" if bad else "") + (f", {unrec} unrecorded" if unrec else "")
-            if not xs:
-                cells.append("-" + (f" ({notes[2:]})" if notes else ""))
-                continue
-            summary[g][c] = {"geomean": _geo(xs), "worst": max(xs), "covered": len(xs), "infeasible": bad,
-                             "unrecorded": unrec}
-            cells.append(f"{_geo(xs):.3f} ({max(xs):.2f}" + (f", {len(xs)}/{len(rs)}" if len(xs) < len(rs) else "")
-                         + notes + ")")
+            text, stats = cell(rs, c, worst="")
+            cells.append(text)
+            if stats is not None:
+                summary[g][c] = stats
         print(f"| {g} | {len(rs)} | " + " | ".join(cells) + " |")
     return summary
 

@@ -32,6 +32,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 
+def cell(rs: list[dict], c: str, worst: str = "worst ") -> tuple[str, dict | None]:
+    """Column `c` over rows `rs`: the table's cell (geomean, then the worst, the shapes covered
+    when not all, failed and unrecorded counts) and its summary (None where no row has a value)."""
+    xs = [r[c] for r in rs if r.get(c) is not None]
+    bad = sum(r["state"].get(c) == "infeasible" for r in rs)
+    unrec = sum(r["state"].get(c) == "unrecorded" for r in rs)
+    notes = (f", {bad} infeasible" if bad else "") + (f", {unrec} unrecorded" if unrec else "")
+    if not xs:
+        return "-" + (f" ({notes[2:]})" if notes else ""), None
+    g = math.exp(sum(map(math.log, xs)) / len(xs))
+    text = f"{g:.3f} ({worst}{max(xs):.2f}" + (f", {len(xs)}/{len(rs)}" if len(xs) < len(rs) else "") + notes + ")"
+    return text, {"geomean": g, "worst": max(xs), "covered": len(xs), "infeasible": bad, "unrecorded": unrec}
+
+
 def nearest(problem, others):
     """The one of `others` (anything with a `.problem`) nearest `problem` in log2 of its dims."""
     def dist(x):
@@ -128,18 +142,10 @@ def main() -> None:
         cells = []
         summary[k] = {}
         for c in cols:
-            xs = [r[c] for r in rs if r[c] is not None]
-            bad = sum(r["state"].get(c) == "infeasible" for r in rs)
-            unrec = sum(r["state"].get(c) == "unrecorded" for r in rs)
-            notes = (f", {bad} infeasible" if bad else "") + (f", {unrec} unrecorded" if unrec else "")
-            if not xs:
-                cells.append("-" + (f" ({notes[2:]})" if notes else ""))
-                continue
-            g = math.exp(sum(map(math.log, xs)) / len(xs))
-            summary[k][c] = {"geomean": g, "worst": max(xs), "covered": len(xs), "infeasible": bad,
-                             "unrecorded": unrec}
-            cells.append(f"{g:.3f} (worst {max(xs):.2f}" + (f", {len(xs)}/{len(rs)}" if len(xs) < len(rs) else "")
-                         + notes + ")")
+            text, stats = cell(rs, c)
+            cells.append(text)
+            if stats is not None:
+                summary[k][c] = stats
         print(f"| {k} | {len(rs)} | " + " | ".join(cells) + " |")
     if args.json:
         Path(args.json).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
