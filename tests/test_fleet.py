@@ -152,26 +152,34 @@ def test_a_fleet_on_ray_gives_what_a_serial_run_gives(ray_cluster: Any, serial: 
     assert run.measurements == len(serial["rows"]) and "3 worker(s)" in run.summary()
 
 
-def test_ray_kill_of_a_worker_mid_run_loses_nothing(ray_cluster: Any, serial: dict[str, Any], tmp_path: Path):
-    executor = _executor(3, factory=Replayed(delay=0.02))
-    farm = Farm(executor).start()
-    killed: list[str] = []
-
+def _tune_killing_one_worker(farm: Farm, kill: Any, store: Path) -> Any:
+    """`tune_fleet` over JOBS while another thread calls `kill(worker 0)` once that worker has
+    done two jobs and holds one in flight; the farm is closed after."""
     def killer() -> None:
         w = farm.workers[0]
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not (w.jobs >= 2 and w.in_flight > 0):
             time.sleep(0.005)
-        ray_cluster.kill(w.handle, no_restart=True)
-        killed.append(w.info["ident"])
+        kill(w)
     t = threading.Thread(target=killer)
     t.start()
     try:
-        run = tune_fleet(farm, JOBS, mode="replay", strategy=STRATEGY, budget=Budget(BUDGET),
-                         store=str(tmp_path / "k.sqlite"), calibrate_gpus=False)
+        return tune_fleet(farm, JOBS, mode="replay", strategy=STRATEGY, budget=Budget(BUDGET),
+                          store=str(store), calibrate_gpus=False)
     finally:
         t.join()
         farm.close()
+
+
+def test_ray_kill_of_a_worker_mid_run_loses_nothing(ray_cluster: Any, serial: dict[str, Any], tmp_path: Path):
+    executor = _executor(3, factory=Replayed(delay=0.02))
+    farm = Farm(executor).start()
+    killed: list[str] = []
+
+    def kill(w: Any) -> None:
+        ray_cluster.kill(w.handle, no_restart=True)
+        killed.append(w.info["ident"])
+    run = _tune_killing_one_worker(farm, kill, tmp_path / "k.sqlite")
     assert killed and run.stats["lost"] and run.stats["requeued"] >= 1 and run.stats["failed"] == 0, run.stats
     assert_same_as_serial(tmp_path / "k.sqlite", serial, run.outcomes)
     assert "re-queued after a lost worker" in run.summary() and "1 worker(s) lost" in run.summary()
@@ -350,21 +358,7 @@ def test_local_processes_give_what_a_serial_run_gives_and_survive_a_killed_one(s
                                                                                 tmp_path: Path):
     executor = ProcessExecutor(worker_kw=[{"factory": Replayed(delay=0.02)}] * 3)
     farm = Farm(executor).start()
-
-    def killer() -> None:
-        w = farm.workers[0]
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (w.jobs >= 2 and w.in_flight > 0):
-            time.sleep(0.005)
-        executor.kill(0)
-    t = threading.Thread(target=killer)
-    t.start()
-    try:
-        run = tune_fleet(farm, JOBS, mode="replay", strategy=STRATEGY, budget=Budget(BUDGET),
-                         store=str(tmp_path / "l.sqlite"), calibrate_gpus=False)
-    finally:
-        t.join()
-        farm.close()
+    run = _tune_killing_one_worker(farm, lambda w: executor.kill(0), tmp_path / "l.sqlite")
     assert len(run.stats["lost"]) == 1 and run.stats["requeued"] >= 1, run.stats
     assert_same_as_serial(tmp_path / "l.sqlite", serial, run.outcomes)
     assert run.summary().startswith("fleet (local processes): 3 worker(s) (cpu)")
