@@ -97,7 +97,6 @@ INTERPRET_SCRIPT = textwrap.dedent("""
 """)
 
 
-
 @pytest.fixture(scope="module")
 def interpreted(tmp_path_factory):
     return run_child(INTERPRET_SCRIPT, CASES, tmp_path_factory.mktemp("interp"), TRITON_INTERPRET="1")

@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .helion_kernel import facts_of
 from .helion_space import HelionError
+from .versions import major_minor
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,7 @@ _FIRED_KEEP = 256
 
 def helion_version(text: str) -> tuple[int, int]:
     try:
-        major, minor = text.split("+")[0].split(".")[:2]
-        return int(major), int("".join(ch for ch in minor if ch.isdigit()))
+        return major_minor(text)
     except ValueError:
         raise HelionError(f"cannot read the Helion version {text!r}") from None
 

@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from ..errors import AbductuneError
+from .versions import major_minor
 
 SUPPORTED = ((2, 11), (2, 13))  # torch minor versions, both ends included
 
@@ -17,8 +18,7 @@ class InductorVersionError(AbductuneError):
 def torch_version(version: str) -> tuple[int, int]:
     """(major, minor) of a torch version string ("2.13.0+cpu" -> (2, 13))."""
     try:
-        major, minor = version.split("+")[0].split(".")[:2]
-        return int(major), int("".join(ch for ch in minor if ch.isdigit()))
+        return major_minor(version)
     except ValueError:
         raise InductorVersionError(f"cannot read the torch version {version!r}") from None
 
