@@ -544,6 +544,7 @@ def test_dynamic_shapes_get_a_config_per_size_bucket(tmp_path, monkeypatch):
         t.run(*large, stream=0)
         cfg_large = t.launchers[0].config
         assert h.stats["searches"] == 2
+        assert [(e["decision"], e["size_hints"]["x"]) for e in h.report] == [("searched", 128), ("searched", 8192)]
         assert cfg_large.kwargs["XBLOCK"] > cfg_small.kwargs["XBLOCK"]
         n = len(gpu.benched)
         t.run(*small, stream=0)  # back to the first bucket: its launcher, nothing searched
@@ -719,19 +720,19 @@ GPU_SCRIPT = r'''
 import json, logging, sys, torch
 logging.basicConfig(level=logging.INFO, format="%(name)s %(message)s")
 from abductune.integrations import inductor
-store = sys.argv[1]
+store, min_us = sys.argv[1], float(sys.argv[2])
 def f(x, w):
     y = torch.nn.functional.layer_norm(torch.nn.functional.gelu(x), (x.shape[-1],), w)
     return torch.softmax(y, -1).sum(0)
 x = torch.randn(512, 768, device="cuda", dtype=torch.bfloat16)
 w = torch.randn(768, device="cuda", dtype=torch.bfloat16)
-with inductor.enable(store=store, budget=8) as h:
+with inductor.enable(store=store, budget=8, min_us=min_us) as h:
     out = torch.compile(f)(x, w)
     g = torch.compile(lambda t: (t * 3).sum(-1), dynamic=True)
     g(torch.randn(100, 300, device="cuda")); g(torch.randn(5000, 300, device="cuda"))
-    stats = dict(h.stats)
+    stats, summary = dict(h.stats), h.summary()
 ok = torch.allclose(out.float(), f(x, w).float(), atol=5e-2, rtol=5e-2)
-print(json.dumps({"ok": bool(ok), "stats": stats}))
+print(json.dumps({"ok": bool(ok), "stats": stats, "summary": summary}))
 '''
 
 
@@ -746,16 +747,22 @@ def test_on_a_gpu_tuned_once_then_answered_by_the_store(tmp_path):
     import json
 
     outs = []
-    for i in range(2):  # two processes, each with fresh Inductor caches; the store is shared
+    # two processes searching every kernel (min_us 0), each with fresh Inductor caches, the store
+    # shared; then one at the default min_us with a store of its own: these kernels run a few
+    # microseconds, so it keeps Inductor's picks and searches nothing
+    for i, (path, min_us) in enumerate([(store, 0), (store, 0), (tmp_path / "kept.sqlite", K.DEFAULT_MIN_US)]):
         env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / f"inductor{i}")
-        run = subprocess.run([sys.executable, str(script), str(store)], capture_output=True, text=True, env=env,
-                             timeout=600)
+        run = subprocess.run([sys.executable, str(script), str(path), str(min_us)], capture_output=True, text=True,
+                             env=env, timeout=600)
         print(run.stderr[-4000:])  # the finishes' log lines, for whoever reads the run
         assert run.returncode == 0, run.stderr[-3000:]
         outs.append(json.loads(run.stdout.strip().splitlines()[-1]))
-    assert outs[0]["ok"] and outs[1]["ok"]
+    assert outs[0]["ok"] and outs[1]["ok"] and outs[2]["ok"]
     assert outs[0]["stats"].get("searches", 0) >= 2, outs[0]
     assert outs[1]["stats"].get("searches", 0) == 0, outs[1]
+    assert outs[1]["summary"]["decisions"]["stored"] >= 2, outs[1]
+    assert outs[2]["stats"].get("searches", 0) == 0 and outs[2]["stats"].get("kept", 0) >= 2, outs[2]
+    assert outs[2]["summary"]["compiled"] == 0, outs[2]
     with Store(store) as s:
         runs = s.runs()
     assert all(r.status == "done" for r in runs)

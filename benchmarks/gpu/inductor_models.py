@@ -7,6 +7,14 @@ store remembers).
     PYTHONPATH=src python3 benchmarks/gpu/inductor_models.py --repeats 3 --deadline-s 1500 \
         --out benchmarks/out/inductor_models.json
 
+One device call (at most 600 s): the compile-time targets of issue 25 need the cold and
+store-filled rows only (`--phases cold,store`); `--dry-run` prints the rows and the expected
+wall time (from session 14's H100 process times) without running anything:
+
+    PYTHONPATH=src python3 benchmarks/gpu/inductor_models.py --models bert,llama_prefill \
+        --variants default,coordesc,abductune --phases cold,store --repeats 2 --deadline-s 570 \
+        --no-profile --out $OUT/inductor_models.json
+
 Models (random weights, bf16, inference, CUDA graphs off):
 - `llama_prefill` / `llama_decode`: one Llama decoder layer built from a `transformers`
   LlamaConfig with Llama-3-8B's shapes (hidden 4096, MLP 14336, 32 heads, 8 KV heads), on 1 x 2048
@@ -25,8 +33,12 @@ least a second of calls: an idle GPU's clocks are low). Each child also records 
 difference between the compiled and the eager output, and the GPU time of each kernel of a step
 (torch.profiler; `--no-profile` skips it), to tell which kernels a variant made faster or slower.
 
+abductune's records also keep where its compile time went (`abductune_summary`: kernels per
+decision (stored, kept under min_us, searched), seconds per phase; `abductune_report`: one
+entry per kernel), from `handle.summary()` and `handle.report` (integrations/inductor_report.py).
+
 Writes `--out` (default benchmarks/out/inductor_models.json), after every child, so a run cut
-short by `--deadline-s` keeps what it measured. Prints the table last.
+short by `--deadline-s` keeps what it measured. Prints the tables last.
 """
 from __future__ import annotations
 
@@ -49,6 +61,18 @@ OPTIONAL_MODELS = ("vit_block",)
 VARIANTS = ("default", "max_autotune", "coordesc", "abductune")
 PHASES = {"default": ("cold", "warm"), "max_autotune": ("cold", "warm"), "coordesc": ("cold", "warm"),
           "abductune": ("cold", "warm", "store")}
+ALL_PHASES = ("cold", "warm", "store")
+# seconds one child process took on the H100 in session 14 (benchmarks/results/session14/
+# inductor_h100.json, one repeat; abductune at budget 8 before min_us): only for the estimate
+# --dry-run and the driver print, never for a result
+PRIOR_S = {("bert", "default", "cold"): 31.2, ("bert", "default", "warm"): 25.4,
+           ("bert", "coordesc", "cold"): 44.9, ("bert", "coordesc", "warm"): 29.5,
+           ("bert", "abductune", "cold"): 50.2, ("bert", "abductune", "warm"): 25.3,
+           ("bert", "abductune", "store"): 31.9,
+           ("llama_prefill", "default", "cold"): 27.5, ("llama_prefill", "coordesc", "cold"): 42.0,
+           ("llama_prefill", "coordesc", "warm"): 26.7, ("llama_prefill", "abductune", "cold"): 43.6,
+           ("llama_prefill", "abductune", "warm"): 26.7, ("llama_prefill", "abductune", "store"): 23.9}
+PRIOR_DEFAULT_S = 45.0  # a row with no prior figure
 
 
 # ----------------------------------------------------------------------------- one process
@@ -58,7 +82,13 @@ def build(name: str, device: str = "cuda"):
     import torch
 
     torch.manual_seed(0)
-    dt = torch.bfloat16
+    with torch.device(device):  # weights made where they run: a process starts seconds sooner
+        return _build(name, device, torch.bfloat16)
+
+
+def _build(name: str, device: str, dt):
+    import torch
+
     if name.startswith("llama"):
         from transformers import LlamaConfig
         from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
@@ -117,6 +147,14 @@ def child(args: argparse.Namespace) -> None:
     import faulthandler
     import logging
 
+    c0 = time.perf_counter()
+    spent: dict = {}  # the child's own seconds outside the compile (its process time is the driver's)
+
+    def lap(name: str) -> None:
+        nonlocal c0
+        spent[name] = round(time.perf_counter() - c0, 3)
+        c0 = time.perf_counter()
+
     import torch
     import torch._inductor.config as ic
 
@@ -128,10 +166,14 @@ def child(args: argparse.Namespace) -> None:
         faulthandler.dump_traceback_later(max(1.0, args.timeout_s - 15), exit=False)
 
     ic.triton.cudagraphs = False
+    lap("import_s")
     model, inputs = build(args.model)
+    torch.cuda.synchronize()
+    lap("build_s")
     with torch.inference_mode():
         ref = model(*inputs)
     torch.cuda.synchronize()
+    lap("reference_s")
     mode = None
     scope: contextlib.AbstractContextManager = contextlib.nullcontext()
     handle = None
@@ -142,8 +184,10 @@ def child(args: argparse.Namespace) -> None:
     elif args.variant == "abductune":
         from abductune.integrations import inductor
 
-        handle = inductor.enable(store=args.store, budget=args.budget, compile_ahead=args.compile_ahead)
+        kw = {} if args.min_us is None else {"min_us": args.min_us}
+        handle = inductor.enable(store=args.store, budget=args.budget, compile_ahead=args.compile_ahead, **kw)
         scope = handle
+    lap("enable_s")  # abductune's import and enable (not in compile_s, as in session 14)
     rec: dict = {"model": args.model, "variant": args.variant, "phase": args.phase}
     with scope, torch.inference_mode():
         compiled = torch.compile(model, mode=mode)
@@ -151,6 +195,7 @@ def child(args: argparse.Namespace) -> None:
         out = compiled(*inputs)
         torch.cuda.synchronize()
         rec["compile_s"] = time.perf_counter() - t0
+        c0 = time.perf_counter()
         n = 0
         t1 = time.perf_counter()  # at least a second of work first: an idle GPU's clocks are low
         while time.perf_counter() - t1 < 1.0 or n < args.warmup:
@@ -165,10 +210,15 @@ def child(args: argparse.Namespace) -> None:
             b.record()
             b.synchronize()
             times.append(a.elapsed_time(b))
-        if handle is not None:
+        lap("steps_s")
+        if handle is not None:  # where the compile time went, kernel by kernel
             rec["abductune"] = dict(handle.stats)
+            rec["abductune_summary"] = handle.summary()
+            rec["abductune_report"] = [dict(e) for e in handle.report]
         if args.profile:
             rec["kernels_us"] = kernel_times(compiled, inputs)
+            lap("profile_s")
+    rec["child_s"] = spent
     q = statistics.quantiles(times, n=10)
     rec.update(step_ms=statistics.median(times), step_p10_ms=q[0], step_p90_ms=q[-1],
                max_abs_diff=float((out.float() - ref.float()).abs().max()))
@@ -230,6 +280,8 @@ def run_child(model: str, variant: str, phase: str, cache: Path, store: Path, ar
         cmd.append("--no-profile")
     if args.compile_ahead:
         cmd.append("--compile-ahead")
+    if args.min_us is not None:
+        cmd += ["--min-us", str(args.min_us)]
     t0 = time.perf_counter()
     cmd += ["--timeout-s", f"{timeout:.0f}"]
     try:
@@ -271,6 +323,19 @@ def table(runs: list[dict]) -> str:
             rel = f"{step / base_ms:.3f}x" if base_ms else "-"
             out.append(f"{m:<14} {label:<24} {cold:>15.1f} {warm:>15.1f} {step:>10.3f} {rel:>11} "
                        f"{len(steps):>3}")
+    tuned = [r for r in runs if r.get("abductune_summary")]
+    if tuned:
+        out.append("")
+        out.append(f"{'abductune':<14} {'phase':<6} {'rep':>3} {'compile s':>9} {'finish s':>9} {'search s':>9} "
+                   f"{'stored':>6} {'kept':>5} {'searched':>8} {'evals':>5} {'compiled':>8}")
+        for r in tuned:
+            sm = r["abductune_summary"]
+            d = sm.get("decisions", {})
+            search_s = sum(e.get("finish_s") or 0.0 for e in r.get("abductune_report", [])
+                           if e.get("decision") == "searched")
+            out.append(f"{r['model']:<14} {r['phase']:<6} {r.get('repeat', 0):>3} {r.get('compile_s', float('nan')):>9.1f} "
+                       f"{sm.get('finish_s', 0.0):>9.2f} {search_s:>9.2f} {d.get('stored', 0):>6} {d.get('kept', 0):>5} "
+                       f"{d.get('searched', 0):>8} {sm.get('evaluations', 0):>5} {sm.get('compiled', 0):>8}")
     errors = [r for r in runs if "error" in r]
     if errors:
         out.append(f"{len(errors)} run(s) failed: " + "; ".join(f"{r['model']}/{r['variant']}/{r['phase']}"
@@ -278,18 +343,38 @@ def table(runs: list[dict]) -> str:
     return "\n".join(out)
 
 
+def plan(models: list[str], variants: list[str], phases: list[str], repeats: int) -> list[dict]:
+    """The children in the order they run: per repeat, per model, per variant, its phases (a
+    variant's store phase right after its cold one, whose store it reads)."""
+    rows = []
+    for rep in range(repeats):
+        for m in models:
+            for v in variants:  # side by side: every variant of a model before the next model
+                for phase in PHASES[v]:
+                    if phase in phases:
+                        rows.append({"model": m, "variant": v, "phase": phase, "repeat": rep,
+                                     "expected_s": PRIOR_S.get((m, v, phase), PRIOR_DEFAULT_S)})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(MODELS), help=f"of {', '.join(MODELS + OPTIONAL_MODELS)}")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--phases", default=",".join(ALL_PHASES),
+                    help="of cold, warm, store (store: abductune only, needs cold, which fills its store)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--budget", type=int, default=8, help="abductune's evaluations per kernel and shape")
+    ap.add_argument("--min-us", type=float, default=None,
+                    help="abductune searches kernels whose Inductor pick runs at least this long (default: "
+                         "abductune's, 100; 0: every kernel)")
     ap.add_argument("--compile-ahead", action="store_true", help="abductune compiles in Inductor's workers")
     ap.add_argument("--deadline-s", type=float, default=1500.0, help="start no child after this many seconds")
     ap.add_argument("--no-profile", dest="profile", action="store_false",
                     help="skip the per-kernel GPU times (torch.profiler, 5 steps after the timed ones)")
+    ap.add_argument("--dry-run", action="store_true", help="print the rows and the expected time; run nothing")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "out" / "inductor_models.json"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
@@ -305,36 +390,63 @@ def main() -> None:
     deadline = t_start + args.deadline_s
     models = [m for m in args.models.split(",") if m]
     variants = [v for v in args.variants.split(",") if v]
+    phases = [p for p in args.phases.split(",") if p]
+    for m in models:
+        if m not in MODELS + OPTIONAL_MODELS:
+            ap.error(f"unknown model {m!r}; known: {', '.join(MODELS + OPTIONAL_MODELS)}")
     for v in variants:
         if v not in VARIANTS:
-            raise SystemExit(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
+            ap.error(f"unknown variant {v!r}; known: {', '.join(VARIANTS)}")
+    for p in phases:
+        if p not in ALL_PHASES:
+            ap.error(f"unknown phase {p!r}; known: {', '.join(ALL_PHASES)}")
+    if "store" in phases and "cold" not in phases:
+        ap.error("the store phase reads the store its cold phase filled: add cold to --phases")
+    rows = plan(models, variants, phases, args.repeats)
+    expected = sum(r["expected_s"] for r in rows)
+    # what abductune aims at since min_us: its cold process as long as Inductor's default one
+    aim = sum(PRIOR_S.get((r["model"], "default", "cold"), r["expected_s"]) + 2.0
+              if (r["variant"], r["phase"]) == ("abductune", "cold") else r["expected_s"] for r in rows)
+    fits = sum(1 for i in range(len(rows)) if sum(r["expected_s"] for r in rows[:i]) < args.deadline_s - 60)
+    print(f"{len(rows)} rows (each a fresh process), expected {expected:.0f} s from session 14's H100 process "
+          f"times ({aim:.0f} s if abductune's cold compile now costs what Inductor's default does); the deadline "
+          f"({args.deadline_s:.0f} s, no child starts in its last 60 s) starts at least {fits} of them", flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    if args.dry_run:
+        out.write_text(json.dumps({"plan": rows, "expected_s": expected, "aim_s": aim, "deadline_s": args.deadline_s,
+                                   "fits": fits}, indent=1))
+        for r in rows:
+            print(f"  {r['repeat']} {r['model']:<14} {r['variant']:<12} {r['phase']:<6} ~{r['expected_s']:.0f} s")
+        return
     doc = {"env": environment(), "args": {k: v for k, v in vars(args).items() if k not in (
-        "child", "model", "variant", "phase", "store")}, "runs": []}
+        "child", "model", "variant", "phase", "store")}, "expected_s": expected, "runs": []}
     print(json.dumps(doc["env"]), flush=True)
     work = Path(tempfile.mkdtemp(prefix="inductor-models-"))
     stopped = False
     try:
-        for rep in range(args.repeats):
-            for m in models:
-                for v in variants:  # side by side: every variant of a model before the next model
-                    cache, store = work / f"{m}-{v}-{rep}", work / f"{m}-{v}-{rep}.sqlite"
-                    for phase in PHASES[v]:
-                        left = deadline - time.time()
-                        if left < 60:
-                            stopped = True
-                            break
-                        c = work / f"{m}-{v}-{rep}-fresh" if phase == "store" else cache
-                        rec = run_child(m, v, phase, c, store, args, timeout=left)
-                        rec["repeat"] = rep
-                        doc["runs"].append(rec)
-                        out.write_text(json.dumps(doc, indent=1))
-                        print(json.dumps({k: rec.get(k) for k in ("model", "variant", "phase", "repeat", "compile_s",
-                                                                  "step_ms", "max_abs_diff", "abductune", "error")}),
-                              flush=True)
-                    shutil.rmtree(cache, ignore_errors=True)
-                    shutil.rmtree(work / f"{m}-{v}-{rep}-fresh", ignore_errors=True)
+        for row in rows:
+            m, v, phase, rep = row["model"], row["variant"], row["phase"], row["repeat"]
+            left = deadline - time.time()
+            if left < 60:
+                stopped = True
+                break
+            cache, store = work / f"{m}-{v}-{rep}", work / f"{m}-{v}-{rep}.sqlite"
+            c = work / f"{m}-{v}-{rep}-fresh" if phase == "store" else cache
+            rec = run_child(m, v, phase, c, store, args, timeout=left)
+            rec["repeat"] = rep
+            doc["runs"].append(rec)
+            out.write_text(json.dumps(doc, indent=1))
+            print(json.dumps({k: rec.get(k) for k in ("model", "variant", "phase", "repeat", "compile_s", "step_ms",
+                                                      "max_abs_diff", "abductune", "error", "process_s")}), flush=True)
+            if rec.get("abductune_summary"):
+                print("  abductune: " + json.dumps({k: rec["abductune_summary"].get(k) for k in (
+                    "decisions", "finish_s", "compile_s", "bench_s", "judge_s", "inductor_autotune_s")}), flush=True)
+            last = rows.index(row) == len(rows) - 1 or (rows[rows.index(row) + 1]["model"], rows[rows.index(row) + 1]
+                                                         ["variant"], rows[rows.index(row) + 1]["repeat"]) != (m, v, rep)
+            if last:  # this variant's phases are done: its caches go
+                shutil.rmtree(cache, ignore_errors=True)
+                shutil.rmtree(work / f"{m}-{v}-{rep}-fresh", ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     doc["stopped_at_deadline"] = stopped

@@ -26,7 +26,8 @@ The seam, the same in torch 2.11 and 2.13 (`check_torch` refuses other versions 
 3. `AbductuneAutotuner.__init__` looks the kernel up in the store first: a kernel tuned before
    gets its winner as its only config, so nothing is searched or compiled twice.
    `AbductuneAutotuner.coordinate_descent_tuning`, where Inductor would run coordinate
-   descent, runs abductune's Session from Inductor's winner instead, with the store.
+   descent, runs abductune's Session from Inductor's winner instead, with the store, if the
+   kernel is worth it: a pick Inductor timed under `min_us` is kept, and stored as kept.
    Under dynamic shapes (`AbductuneDynamicAutotuner`), a launch whose sizes fall in another
    size-hint bucket gets that bucket's config (from the store, else tuned once).
 
@@ -37,6 +38,7 @@ hit), and it cannot change the config list before the worker compiles it.
 
 The parts: this module (enable and its handle, the seam, the finish, `ABDUCTUNE_INDUCTOR` and
 the `python -m` runner); `inductor_state` (the version check, the live enables);
+`inductor_report` (what each kernel cost, and why);
 `inductor_autotuner` (the autotuner subclasses and the store lookup); `inductor_kernels` (the
 store key, the space, the candidates; no torch); `inductor_measure` (the finish's evaluator).
 """
@@ -60,6 +62,7 @@ from ..search.base import Seed
 from ..session import Session
 from ..store import Store
 from . import inductor_kernels as K
+from . import inductor_report as R
 # the modules this one is split into; their names used by callers and tests are this module's too
 from .inductor_autotuner import _STORES, _KernelState, _classes, _describe, _key, _make_autotuner  # noqa: F401
 from .inductor_measure import AheadLaunchEvaluator, LaunchEvaluator, config_like
@@ -90,6 +93,7 @@ class Handle:
 
         self.toolchain = toolchain_key()
         self.stats: Counter = Counter()
+        self.report: list[dict[str, Any]] = []  # per kernel: what it cost and why (inductor_report)
         self.closed = False
 
     def undo(self) -> None:
@@ -115,6 +119,10 @@ class Handle:
         """The finish (`_finish`) of one of this enable's kernels, which its autotuner asks for."""
         return _finish(tuner, self, launcher, args, kwargs, first)
 
+    def summary(self) -> dict[str, Any]:
+        """The report's totals: kernels per decision, seconds per phase (inductor_report)."""
+        return R.summarize(self.report, self.settings.min_us)
+
     def __repr__(self) -> str:
         return (f"<abductune.inductor handle {'off' if self.closed else 'on'}: store {self.store.path}, "
                 f"{self.settings.strategy}, {dict(self.stats)}>")
@@ -122,7 +130,8 @@ class Handle:
 
 def enable(store: Store | str | os.PathLike[str] | None = None, strategy: str = "abduction",
            budget: Budget | int | None = DEFAULT_BUDGET, *, seed: int = 0, candidates: int = 2,
-           per_shape: bool = True, compile_ahead: bool = False, options: Mapping[str, Any] | None = None) -> Handle:
+           per_shape: bool = True, compile_ahead: bool = False, min_us: float | None = K.DEFAULT_MIN_US,
+           options: Mapping[str, Any] | None = None) -> Handle:
     """Turn abductune on for the Triton kernels Inductor generates from now on, in this
     process (module docstring). `store`: a Store or a path (None: the default store,
     `$ABDUCTUNE_STORE`); a file lets every process share what was tuned. `budget`:
@@ -130,22 +139,29 @@ def enable(store: Store | str | os.PathLike[str] | None = None, strategy: str = 
     abductune's configs go ahead of Inductor's list. `per_shape`: under dynamic shapes, a
     config per size-hint bucket. `compile_ahead`: compile the finish's configs in Inductor's
     compile workers, ahead of the search (experimental: no gain measured yet, see
-    docs/INDUCTOR.md). `options`: the strategy's (abduction: stop_early=True)."""
+    docs/INDUCTOR.md). `min_us`: search only kernels whose pick Inductor timed at this many
+    microseconds or more (K.DEFAULT_MIN_US says why 100); a faster kernel keeps Inductor's pick
+    among its list and the candidates, stored as it is (0 or None: search every kernel).
+    `options`: the strategy's (abduction: stop_early=True)."""
     check_torch()
     b = budget if isinstance(budget, Budget) else Budget(DEFAULT_BUDGET if budget is None else budget)
     opts = dict(options if options is not None else ({"stop_early": True} if strategy == "abduction" else {}))
     make_strategy(strategy, seed=seed, **opts)  # a bad name or option fails here, not mid-compile
     if isinstance(candidates, bool) or not isinstance(candidates, int) or candidates < 0:
         raise AbductuneError(f"candidates must be an integer >= 0, got {candidates!r}")
+    if min_us is not None and (isinstance(min_us, bool) or not isinstance(min_us, (int, float))
+                               or not min_us >= 0 or min_us == float("inf")):
+        raise AbductuneError(f"min_us must be a number of microseconds >= 0 (or None), got {min_us!r}")
     own = not isinstance(store, Store)
     st = store if isinstance(store, Store) else Store(store)
-    settings = K.Settings(st.path, strategy, b.evaluations, b.seconds, seed, candidates, bool(per_shape),
-                          bool(compile_ahead), uuid.uuid4().hex, K.as_options(opts))
+    settings = K.Settings(st.path, strategy, b.evaluations, b.seconds, seed=seed, candidates=candidates,
+                          per_shape=bool(per_shape), compile_ahead=bool(compile_ahead), min_us=float(min_us or 0.0),
+                          token=uuid.uuid4().hex, options=K.as_options(opts))
     handle = Handle(settings, st, own)
     with _LOCK:
         _STACK.append(handle)
         _install_loader()
-    log.info("abductune.inductor on: store %s, %s, %s", st.path, strategy, b)
+    log.info("abductune.inductor on: store %s, %s, %s, search from %s us", st.path, strategy, b, settings.min_us)
     return handle
 
 
@@ -253,6 +269,7 @@ def _plan(a: dict[str, Any], settings: K.Settings) -> dict[str, Any] | None:
     if any(meta.get(k) for k in ("profile_bandwidth", "deterministic", "are_deterministic_algorithms_enabled",
                                  "batch_invariant")) or tmeta.get("native_matmul"):
         return None
+    t0 = time.perf_counter()
     first = configs[0]
     desc = _describe(heuristic, a.get("size_hints"), first, tmeta, meta, "0" * 16)
     ours = []
@@ -261,7 +278,7 @@ def _plan(a: dict[str, Any], settings: K.Settings) -> dict[str, Any] | None:
         ours.append(config_like(first, *desc.kwargs_of(cfg, first.kwargs)))
         log.debug("abductune.inductor: %s candidate %s (%s)", meta.get("kernel_name"), cfg, source)
     state = _KernelState(settings, heuristic, tuple((dict(c.kwargs), int(c.num_warps)) for c in configs),
-                         bool(meta.get("coordinate_descent_tuning")))
+                         bool(meta.get("coordinate_descent_tuning")), len(ours), time.perf_counter() - t0)
     meta["coordinate_descent_tuning"] = True  # where Inductor would run coordinate descent, we finish
     return {**a, "configs": ours + configs, "caching_autotuner_cls": functools.partial(_make_autotuner, state)}
 
@@ -279,33 +296,71 @@ def __getattr__(name: str) -> Any:
 
 def _finish(tuner: Any, handle: Handle, launcher: Any, args: tuple, kwargs: dict, first: bool = True) -> Any:
     """Where Inductor would run coordinate descent: the store's winner if this kernel (and
-    size-hint bucket) was tuned before, else a Session from Inductor's winner, seeded with
-    abductune's candidates, Inductor's list as the baseline, the store keeping everything.
-    `first`: the shape Inductor tuned (its timings answer for free); False for another size
-    bucket of a dynamic kernel, which starts from the current bucket's winner."""
+    size-hint bucket) was tuned before; else, if Inductor's pick runs under `min_us`, that pick,
+    kept and stored (`_keep`); else a Session from Inductor's pick, seeded with abductune's
+    candidates, Inductor's list as the baseline, the store keeping everything. `first`: the
+    shape Inductor tuned (its timings answer for free); False for another size bucket of a
+    dynamic kernel, which starts from the current bucket's winner. Every finish fills its
+    kernel's entry in `handle.report` (inductor_report)."""
+    entry = getattr(tuner, "_abt_report", None) if first else None
+    if entry is None:  # a kernel this process did not see loading (a test), or another bucket
+        entry = R.loaded(str(tuner.inductor_meta.get("kernel_name")), tuner._abt.heuristic, tuner.size_hints,
+                         len(getattr(tuner, "_abt_listed", ())), getattr(tuner._abt, "candidates", 0),
+                         getattr(tuner._abt, "plan_s", 0.0) if first else 0.0,
+                         getattr(tuner, "_abt_lookup_s", 0.0) if first else 0.0, False)
+        handle.report.append(entry)
+        if first:
+            tuner._abt_report = entry
+    entry["decision"] = "failed"  # until the finish says otherwise
+    if first:  # Inductor's own compile and timing of its list on this launch
+        entry["inductor_autotune_s"] = getattr(tuner, "autotune_time_taken_ns", 0) / 1e9
+    t0 = time.perf_counter()
+    try:
+        return _finish_kernel(tuner, handle, launcher, args, kwargs, first, entry)
+    finally:
+        entry["finish_s"] = time.perf_counter() - t0
+
+
+def _finish_kernel(tuner: Any, handle: Handle, launcher: Any, args: tuple, kwargs: dict, first: bool,
+                   entry: dict[str, Any]) -> Any:
     if getattr(tuner.fn, "fn", True) is None:  # compiled in a worker: load the function here
         tuner.fn = tuner._reload_kernel().fn
     settings = handle.settings
     hints = tuner._abt_hints or tuner.size_hints
     desc = _describe(tuner._abt.heuristic, hints, launcher.config, _triton_meta(tuner), tuner.inductor_meta,
                      tuner._abt_hash)
+    entry.update(kernel=desc.problem.kernel, kernel_class=desc.problem.kernel_class, size_hints=dict(hints or {}))
     start = desc.config_of(launcher.config.kwargs, launcher.config.num_warps)
     if start is None:
         log.info("abductune.inductor: %s's config %s is outside its space; kept", desc.problem.kernel,
                  launcher.config.kwargs)
+        entry["decision"] = "outside_space"
         return launcher
     t0 = time.perf_counter()
-    warm = _warmer(tuner) if settings.compile_ahead else None
-    evaluator = AheadLaunchEvaluator if warm else LaunchEvaluator
-    ev = evaluator(tuner, launcher, desc, args, kwargs, reuse=first, warm=warm)
-    won = K.stored_winner(handle.store, desc, handle.toolchain)
+    won = K.stored_winner(handle.store, desc, handle.toolchain, settings.min_us)
+    evaluator = AheadLaunchEvaluator if settings.compile_ahead and won is None else LaunchEvaluator
+    ev = evaluator(tuner, launcher, desc, args, kwargs, reuse=first)
     if won is not None:
         handle.stats["store_hits"] += 1
         if first:  # the load-time lookup should have answered: say what it saw
             log.info("abductune.inductor: %s answered by the store at launch, not at load (load: %s; launch: %s)",
                      desc.problem.kernel, getattr(tuner, "_abt_lookup", "?"), _key(desc, handle.toolchain))
         best = won
+        entry["decision"] = "store_at_launch"
     else:
+        # Inductor's time of its pick: its own benchmark of its list (free), else one run
+        pick = ev.evaluate([start])[0]
+        ev.remember(pick)
+        entry["inductor_us"] = pick.time_ms * 1e3 if pick.ok else None
+        if not K.worth_searching(pick.time_ms if pick.ok else None, settings.min_us):
+            _keep(ev, desc, tuner, handle, start, pick)
+            entry.update(decision="kept", winner_us=entry["inductor_us"], answered=ev.answered,
+                         bench_s=ev.bench_s)
+            handle.stats["kept"] += 1
+            launcher.config.found_by_coordesc = True
+            return launcher
+        if settings.compile_ahead:  # Inductor's compile workers, for the search's configs only
+            ev.warm = _warmer(tuner)
         seeds = [Seed(start, "inductor")] + [Seed(c, s) for c, s in K.candidates(desc, start, settings.candidates)]
         inductor = [c for c in (desc.config_of(kw, w) for kw, w in tuner._abt.inductor) if c is not None]
         with Session(ev, strategy=settings.strategy, seed=settings.seed, options=dict(settings.options),
@@ -317,13 +372,36 @@ def _finish(tuner: Any, handle: Handle, launcher: Any, args: tuple, kwargs: dict
         handle.stats["evaluations"] += res.evaluations
         handle.stats["compiled"] += ev.compiled
         handle.stats["compiled_ahead"] += ev.warmed
+        entry.update(decision="searched", evaluations=res.evaluations, compiled=ev.compiled, answered=ev.answered,
+                     compiled_ahead=ev.warmed, compile_s=ev.compile_s, bench_s=ev.bench_s,
+                     judge_s=res.timing.get("judge", 0.0), store_s=res.timing.get("store", 0.0),
+                     winner_us=res.winner.time_ms * 1e3 if res.winner is not None and res.winner.ok else None,
+                     new=best != start)
         log.info("abductune.inductor: %s %s: %s (%s) after %d evaluations", desc.problem.kernel, hints,
                  K.describe_config(best, desc.fields), "Inductor's" if best == start else "new", res.evaluations)
     winner = ev.launcher(best)
     winner.config.found_by_coordesc = True
+    entry["compile_s"] = ev.compile_s  # the store's winner, or the search's, compiled here if new
     if tuner.save_cache_hook:  # Inductor's own autotune cache learns it too
         tuner.save_cache_hook(winner.config, int((time.perf_counter() - t0) * 1e9), found_by_coordesc=True)
     return winner
+
+
+def _keep(ev: LaunchEvaluator, desc: K.KernelDesc, tuner: Any, handle: Handle, start: Any, pick: Any) -> None:
+    """Store Inductor's pick of a kernel not worth a search, with Inductor's own timings of its
+    list and the candidates (nothing compiled or run for them), as a finished run marked
+    `K.KEPT`: the next process is answered by the store (one config, nothing timed), as long
+    as it asks for no search of a kernel that fast."""
+    listed = [c for c in (desc.config_of(kw, w) for kw, w in getattr(tuner, "_abt_listed", ())) if c is not None]
+    rows = [pick] + ev.answers([c for c in listed if desc.space.key(c) != desc.space.key(start)])
+    settings = handle.settings
+    with Session(ev, strategy=settings.strategy, seed=settings.seed, options=dict(settings.options),
+                 store=handle.store, toolchain=handle.toolchain) as session:
+        with session.recording(K.KEPT):
+            session.record(rows, kind="baseline")
+    log.info("abductune.inductor: %s %s: Inductor's %s kept (%.1f us, under %s us; %d configs stored)",
+             desc.problem.kernel, desc.size_hints, K.describe_config(start, desc.fields),
+             (pick.time_ms or 0.0) * 1e3, handle.settings.min_us, len(rows))
 
 
 def _warmer(tuner: Any) -> Any:
@@ -380,7 +458,8 @@ def _triton_meta(tuner: Any) -> dict[str, Any]:
 
 def from_env(environ: Mapping[str, str] | None = None) -> Handle | None:
     """`enable()` when ABDUCTUNE_INDUCTOR is 1 (budget from ABDUCTUNE_INDUCTOR_BUDGET, strategy from
-    ABDUCTUNE_INDUCTOR_STRATEGY, the store from ABDUCTUNE_STORE); None when it is unset or 0."""
+    ABDUCTUNE_INDUCTOR_STRATEGY, min_us from ABDUCTUNE_INDUCTOR_MIN_US, the store from
+    ABDUCTUNE_STORE); None when it is unset or 0."""
     env = os.environ if environ is None else environ
     value = env.get(ENV_VAR, "").strip().lower()
     if value in ("", "0", "false", "no", "off"):
@@ -390,8 +469,16 @@ def from_env(environ: Mapping[str, str] | None = None) -> Handle | None:
     budget = env.get("ABDUCTUNE_INDUCTOR_BUDGET", "").strip()
     if budget and not budget.isdigit():
         raise AbductuneError(f"ABDUCTUNE_INDUCTOR_BUDGET={budget!r}: give a number of evaluations per kernel")
+    min_us = env.get("ABDUCTUNE_INDUCTOR_MIN_US", "").strip()
+    try:
+        floor = float(min_us) if min_us else K.DEFAULT_MIN_US
+    except ValueError:
+        floor = -1.0
+    if not 0 <= floor < float("inf"):
+        raise AbductuneError(f"ABDUCTUNE_INDUCTOR_MIN_US={min_us!r}: give the microseconds a kernel must run to be "
+                             "searched (0: every kernel)")
     return enable(strategy=env.get("ABDUCTUNE_INDUCTOR_STRATEGY", "abduction") or "abduction",
-                  budget=int(budget) if budget else DEFAULT_BUDGET)
+                  budget=int(budget) if budget else DEFAULT_BUDGET, min_us=floor)
 
 
 def _in_compile_worker() -> bool:

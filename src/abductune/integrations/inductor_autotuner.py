@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any, Mapping
 
 from ..store import Store
 from . import inductor_kernels as K
+from . import inductor_report as R
 from .inductor_measure import config_like
 from .inductor_state import _LOCK, _live, check_torch
 
@@ -49,10 +51,13 @@ def _device_name(props: Mapping[str, Any]) -> str | None:
 # ----------------------------------------------------------------------------- the autotuner
 
 class _KernelState:
-    """What a kernel's autotuner keeps of the plan (it pickles with it)."""
+    """What a kernel's autotuner keeps of the plan (it pickles with it): Inductor's own list,
+    how many of abductune's candidates went ahead of it, and what planning cost."""
 
-    def __init__(self, settings: K.Settings, heuristic: str, inductor: tuple, user_coordesc: bool):
+    def __init__(self, settings: K.Settings, heuristic: str, inductor: tuple, user_coordesc: bool,
+                 candidates: int = 0, plan_s: float = 0.0):
         self.settings, self.heuristic, self.inductor, self.user_coordesc = settings, heuristic, inductor, user_coordesc
+        self.candidates, self.plan_s = candidates, plan_s
 
 
 def _make_autotuner(state: _KernelState, fn: Any, *args: Any, **kw: Any) -> Any:
@@ -101,14 +106,18 @@ def _classes() -> dict[str, type]:
             self._abt_buckets: dict[tuple, Any] = {}
             self._abt_stored = False
             self._abt_lookup = "no store"  # what the lookup at load time found (for the parent's log)
+            self._abt_report: dict[str, Any] | None = None  # this kernel's entry in the handle's report
             configs = kw.get("configs") or []
+            # everything Inductor compiles and times for it (abductune's candidates, then its list)
+            self._abt_listed = tuple((dict(c.kwargs), int(c.num_warps)) for c in configs)
+            t0 = time.perf_counter()
             try:
                 store, toolchain = _store_for(state.settings)
                 if store is not None and configs:
                     first = configs[0]
                     desc = _describe(state.heuristic, kw.get("size_hints"), first, tmeta, kw.get("inductor_meta") or {},
                                      self._abt_hash)
-                    won = K.stored_winner(store, desc, toolchain)
+                    won = K.stored_winner(store, desc, toolchain, state.settings.min_us)
                     self._abt_lookup = f"{'hit' if won else 'miss'} {_key(desc, toolchain)}"
                     if won is not None:
                         cfg = config_like(first, *desc.kwargs_of(won, first.kwargs))
@@ -118,12 +127,35 @@ def _classes() -> dict[str, type]:
             except Exception as e:  # noqa: BLE001 - a failed lookup leaves Inductor's list
                 self._abt_lookup = f"error {type(e).__name__}: {e}"
                 log.warning("abductune.inductor: store lookup failed (%s: %s)", type(e).__name__, e)
+            self._abt_lookup_s = time.perf_counter() - t0
             super().__init__(fn, *args, **kw)
 
         def __getstate__(self) -> dict[str, Any]:
             state = super().__getstate__()
             state["_abt_buckets"] = {}  # launchers do not pickle; the store keeps the configs
+            state["_abt_report"] = None  # the parent's report stays in the parent
             return state
+
+        def precompile(self, *args: Any, **kwargs: Any) -> Any:
+            out = super().precompile(*args, **kwargs)
+            if not (kwargs.get("warm_cache_only") or (args and args[0])):  # here, not in a worker
+                try:
+                    self._abt_loaded()
+                except Exception as e:  # noqa: BLE001 - a report must never break a compile
+                    log.debug("abductune.inductor: no report entry (%s: %s)", type(e).__name__, e)
+            return out
+
+        def _abt_loaded(self) -> None:
+            """The kernel's entry in its live handle's report, made once (inductor_report.loaded)."""
+            handle = _live(self._abt.settings.token)
+            if handle is None or getattr(self, "_abt_report", None) is not None:
+                return
+            listed = 1 if self._abt_stored else len(getattr(self, "_abt_listed", ()))
+            self._abt_report = R.loaded(str(self.inductor_meta.get("kernel_name")), self._abt.heuristic,
+                                        self.size_hints, listed, getattr(self._abt, "candidates", 0),
+                                        getattr(self._abt, "plan_s", 0.0), getattr(self, "_abt_lookup_s", 0.0),
+                                        self._abt_stored)
+            handle.report.append(self._abt_report)
 
         def coordinate_descent_tuning(self, launcher: Any, *args: Any, **kwargs: Any) -> Any:
             if self._abt_stored:  # its only config is the store's winner (a config's own mark,

@@ -66,6 +66,16 @@ SPACE_CAP = 50_000
 # 4096 on one warp); past it, Triton's compile of a fused kernel ran for minutes on an H200
 # (an fp32/bf16 BERT reduction tried with 16K elements per thread) and the code spills anyway
 MAX_PER_THREAD = 128
+# The finish searches a kernel only where Inductor's pick runs at least this long per launch
+# (microseconds; Settings.min_us). Below it, Inductor's pick among its list and abductune's
+# candidates (which Inductor compiled in its workers and timed itself) is kept and stored.
+# Why 100: in the bundled H100 sweeps (gelu_mul, rmsnorm and softmax fp16, 11 shapes; never the
+# models issue 25 reports), the best of the kernel's fixed config list was within 2% or 1 us of
+# the exhaustive best on every shape faster than 190 us; the fastest shape where a search past
+# the list paid ran 198 us (softmax 4096 x 32000: 23% faster than the list's best). 100 us is
+# half of that. Small kernels are bound by launch latency and bandwidth, which a block size
+# barely moves. `benchmarks/inductor_gate.py` prints the table (in-sample on those sweeps).
+DEFAULT_MIN_US = 100.0
 
 _COMBO_FIELD = re.compile(r"^([XYZ]|R[01]_)BLOCK_(\d+)$")
 _NAME_LINE = re.compile(r"^def [^(]+\(", re.M)
@@ -86,6 +96,7 @@ class Settings:
     candidates: int = 2  # abductune's configs placed ahead of Inductor's list
     per_shape: bool = True  # dynamic shapes: a config per size-hint bucket
     compile_ahead: bool = False  # the finish compiles in Inductor's workers, ahead of the search
+    min_us: float = DEFAULT_MIN_US  # search only kernels whose Inductor pick runs at least this long
     token: str = ""  # the enable() in the parent process these settings belong to
     options: tuple[tuple[str, Any], ...] = ()  # strategy options, as sorted pairs
 
@@ -441,18 +452,38 @@ def candidates(desc: KernelDesc, base: Config | None, limit: int) -> list[tuple[
 
 # ----------------------------------------------------------------------------- the store
 
-def stored_winner(store: Any, desc: KernelDesc, toolchain: str) -> Config | None:
+def stored_winner(store: Any, desc: KernelDesc, toolchain: str, min_us: float | None = None) -> Config | None:
     """The winner of a finished tuning run of this very kernel (same source, size hints,
-    space, device and toolchain), or None: how a kernel tuned once is never tuned again."""
+    space, device and toolchain), or None: how a kernel tuned once is never tuned again.
+    A run that kept Inductor's pick without searching (`KEPT`: the pick ran under the min_us
+    of its process) answers only while the pick's time is under this `min_us` too: a process
+    that asks for more searching does not take a kept pick for a search."""
     from ..store import Context
 
     ctx = Context.of(desc.problem, desc.space, toolchain)
     for run in reversed(store.runs(ctx)):
         if run.status == "done" and run.winner_id is not None:
             rows = store.by_id([run.winner_id])
-            if rows and rows[0].ok and desc.space.is_valid(rows[0].config):
-                return dict(rows[0].config)
+            if not (rows and rows[0].ok and desc.space.is_valid(rows[0].config)):
+                continue
+            if (run.options or {}).get("note") == KEPT and min_us is not None and \
+                    not float(rows[0].time_ms) * 1e3 < float(min_us):
+                continue
+            return dict(rows[0].config)
     return None
+
+
+# the note of a run that kept Inductor's pick without searching (see DEFAULT_MIN_US)
+KEPT = "inductor's pick kept: below min_us"
+
+
+def worth_searching(inductor_ms: float | None, min_us: float | None) -> bool:
+    """Whether the finish should search a kernel whose pick Inductor timed at `inductor_ms`
+    (None: not timed): only where the time is (DEFAULT_MIN_US says why). A kernel whose pick
+    failed to time, or no threshold, is searched."""
+    if not min_us or inductor_ms is None or not finite(inductor_ms):
+        return True
+    return float(inductor_ms) * 1e3 >= float(min_us)
 
 
 def as_options(options: Mapping[str, Any] | Iterable[tuple[str, Any]] | None) -> tuple[tuple[str, Any], ...]:

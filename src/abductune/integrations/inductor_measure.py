@@ -70,8 +70,12 @@ class LaunchEvaluator(Evaluator):
         self.warm = warm
         self.compiled = 0  # configs compiled here (Inductor's own timings cost nothing)
         self.warmed = 0  # of those, compiled ahead in a worker (a cache hit here)
+        self.compile_s = 0.0  # seconds compiling here (waiting for a compile ahead included)
+        self.bench_s = 0.0  # seconds timing here (the judge's re-timing included)
+        self.answered = 0  # configs answered by Inductor's own timings: nothing compiled or run
         self._launchers: dict[tuple, Any] = {}
         self._pending: dict[tuple, Any] = {}  # config key -> the future of its compile ahead
+        self._known: dict[tuple, Measurement] = {}  # rows taken before the search, answered once
         first = desc.config_of(start.config.kwargs, start.config.num_warps)
         if first is not None:
             self._launchers[self.space.key(first)] = start
@@ -105,6 +109,7 @@ class LaunchEvaluator(Evaluator):
         Inductor's coordinate descent compiles); a Triton cache hit when it was compiled ahead."""
         k = self.space.key(cfg)
         if k not in self._launchers:
+            t0 = time.perf_counter()  # waiting for a compile ahead counts as compiling
             pending = self._pending.pop(k, None)
             ahead = pending is not None
             if ahead:
@@ -114,8 +119,11 @@ class LaunchEvaluator(Evaluator):
                     log.debug("compiling %s ahead failed: %s", dict(cfg), e)
                     ahead = False
             tc = self.triton_config(cfg)
-            with self.tuner.lock:
-                self._launchers[k] = self.tuner._precompile_config(tc).make_launcher()
+            try:
+                with self.tuner.lock:
+                    self._launchers[k] = self.tuner._precompile_config(tc).make_launcher()
+            finally:
+                self.compile_s += time.perf_counter() - t0
             self.compiled += 1
             self.warmed += ahead
         return self._launchers[k]
@@ -145,33 +153,75 @@ class LaunchEvaluator(Evaluator):
         return Measurement(dict(cfg), "ok", time_ms=t, samples_ms=tuple(samples) or (t,), compile_s=compile_s,
                            bench_s=bench_s, **facts)
 
-    def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
-        self._ahead(configs)
+    def inductor_ms(self, cfg: Mapping[str, Any]) -> float | None:
+        """The time Inductor itself took of `cfg` on this launch (its benchmark of its list, our
+        candidates included), or None: free to read, nothing compiled or run."""
+        if not self.reuse:
+            return None
+        try:
+            t = self.tuner.coordesc_tuner.lookup_in_cache(self.triton_config(cfg))
+        except Exception:  # noqa: BLE001 - then it is measured
+            return None
+        return None if t is None else float(t)
+
+    def _answer(self, cfg: Mapping[str, Any], t: float) -> Measurement:
+        """A row from Inductor's own timing of `cfg` (the launcher's facts where it is here)."""
+        self.answered += 1
+        launcher = self._launchers.get(self.space.key(cfg))
+        return self._row(cfg, launcher, t, 0.0, 0.0)
+
+    def answers(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
+        """Rows for those of `configs` Inductor timed itself; the others are left out."""
         out = []
         for cfg in configs:
-            t0 = time.perf_counter()
-            fresh = self.space.key(cfg) not in self._launchers
+            t = self.inductor_ms(cfg)
+            if t is not None:
+                out.append(self._answer(cfg, t))
+        return out
+
+    def remember(self, m: Measurement) -> None:
+        """A row measured before the search (the finish's look at Inductor's pick): the search's
+        first ask for that config gets it instead of timing it again."""
+        self._known[self.space.key(m.config)] = m
+
+    def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
+        # rows taken before, then Inductor's own timings: a config timed is not compiled or run again
+        known = {i: self._known.pop(self.space.key(c), None) for i, c in enumerate(configs)}
+        answered = {i: None if known[i] is not None else self.inductor_ms(c) for i, c in enumerate(configs)}
+        self._ahead([c for i, c in enumerate(configs) if known[i] is None and answered[i] is None])
+        out: list[Measurement] = []
+        for i, cfg in enumerate(configs):
+            if known[i] is not None:
+                out.append(known[i])
+                continue
+            if answered[i] is not None:
+                out.append(self._answer(cfg, answered[i]))
+                continue
+            c0 = self.compile_s
             try:
                 launcher = self.launcher(cfg)
             except Exception as e:  # noqa: BLE001 - a failing config is a measurement, never an exception
-                self.clock += time.perf_counter() - t0
+                self.clock += self.compile_s - c0
                 out.append(self._failed(cfg, e, "compile"))
                 continue
-            compile_s = time.perf_counter() - t0 if fresh else 0.0
-            cached = self.tuner.coordesc_tuner.lookup_in_cache(launcher.config) if self.reuse else None
+            compile_s = self.compile_s - c0
             t1 = time.perf_counter()
             try:
-                t = float(cached) if cached is not None else self._bench(launcher)
+                t = self._bench(launcher)
             except Exception as e:  # noqa: BLE001 - as above
-                self.clock += time.perf_counter() - t0
+                self._benched(compile_s, time.perf_counter() - t1)
                 out.append(self._failed(cfg, e, "run"))
                 continue
-            bench_s = 0.0 if cached is not None else time.perf_counter() - t1
-            if cached is None and self.reuse:
+            bench_s = time.perf_counter() - t1
+            if self.reuse:
                 self.tuner.coordesc_tuner.cache_benchmark_result(launcher.config, t)
-            self.clock += compile_s + bench_s
+            self._benched(compile_s, bench_s)
             out.append(self._row(cfg, launcher, t, compile_s, bench_s))
         return out
+
+    def _benched(self, compile_s: float, bench_s: float) -> None:
+        self.bench_s += bench_s
+        self.clock += compile_s + bench_s
 
     def remeasure(self, configs: Sequence[Mapping[str, Any]], *, rounds: int = 1) -> list[Measurement]:
         """Time the configs again, interleaved over `rounds` (a confirmation or the final run-off
@@ -179,7 +229,7 @@ class LaunchEvaluator(Evaluator):
         samples: dict[int, list[float]] = {i: [] for i in range(len(configs))}
         launchers: dict[int, Any] = {}
         errors: dict[int, Measurement] = {}
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), self.compile_s
         for _ in range(max(1, rounds)):
             for i, cfg in enumerate(configs):
                 if i in errors:
@@ -191,6 +241,7 @@ class LaunchEvaluator(Evaluator):
                     errors[i] = self._failed(cfg, e, "run")
         spent = time.perf_counter() - t0
         self.clock += spent
+        self.bench_s += spent - (self.compile_s - c0)  # a contender compiled here is a compile
         out = []
         for i, cfg in enumerate(configs):
             if i in errors:
