@@ -29,6 +29,7 @@ The package, one concept a module (the mechanism reads in autotuner.py, as Trito
 - arguments.py: the decorator's arguments, checked and set on an `Autotuner` when it is built;
 - keys.py: key values and buckets, the kernel's source hash, the Problem and store context of
   a missed key, and the claim that lets one process tune it;
+- ranks.py: the same claim across the machines of a torch.distributed job, through its c10d store;
 - configs.py: `triton.Config` <-> space configs, the space grown around a config list;
 - choices.py: what a key launches (`Choice`, `pick`, `stored_winner`) and the predictions a
   missed key serves or seeds its tune with;

@@ -445,7 +445,7 @@ class Autotuner(TritonAutotuner):
               seeds: Sequence[Config], budget: Budget, space: Space) -> Choice:
         t0 = time.perf_counter()
         store = open_store(self.store_spec)
-        with tuning_lock(self, store, ctx):
+        with tuning_lock(self, store, ctx, budget, lambda: self._stored_choice(store, ctx, budget)[0] is not None):
             choice, _ = self._stored_choice(store, ctx, budget)  # another process may have finished it
             if choice is not None:
                 self.stats["store_hits"] += 1

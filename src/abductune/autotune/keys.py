@@ -333,11 +333,22 @@ def _json(d: Mapping[str, Any]) -> str:
 
 
 @contextlib.contextmanager
-def tuning_lock(tuner: Any, store: Store, ctx: Context) -> Any:
+def tuning_lock(tuner: Any, store: Store, ctx: Context, budget: Any = None,
+                stored: Callable[[], bool] | None = None) -> Any:
     """One process tunes a context, the others wait and then read its winner (ranks of one
-    job agree). A claim in the store, taken over when its holder died."""
-    if store.path == ":memory:":
+    job agree). A claim in the store, taken over when its holder died; inside it, where
+    torch.distributed runs a job of several ranks, the job's claim (ranks.py), so that one
+    rank of all the machines tunes. `stored()` says whether the store file holds a winner
+    by then (a process on this machine finished it): then no rank is asked."""
+    from .ranks import across_ranks, agreement_mode
+
+    mode = agreement_mode()
+    if mode == "off":
         yield
+        return
+    if store.path == ":memory:":
+        with across_ranks(tuner, store, ctx, budget, stored, mode):
+            yield
         return
     token = [{"__autotune__": ctx.problem_key}]
     me = -os.getpid()
@@ -357,6 +368,7 @@ def tuning_lock(tuner: Any, store: Store, ctx: Context) -> Any:
     if told:
         tuner.stats["waited_s"] += time.perf_counter() - t0
     try:
-        yield
+        with across_ranks(tuner, store, ctx, budget, stored, mode):
+            yield
     finally:
         store.release(ctx, token)
