@@ -1,0 +1,70 @@
+"""benchmarks/gpu/library_ops.py (issue 24), its CPU path: `--smoke` runs the whole orchestration
+(reach children, cold and warm children per mode, the JSON, the summary and the table) on a small
+library of our own under Triton's interpreter, so the H100 run is one command that has run before."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "gpu" / "library_ops.py"
+
+
+def _run(tmp_path: Path, *extra: str) -> tuple[dict, str]:
+    out = tmp_path / "lo.json"
+    r = subprocess.run([sys.executable, str(SCRIPT), "--smoke", "--out", str(out), "--work-dir", str(tmp_path / "work"),
+                        *extra], capture_output=True, text=True, timeout=180, cwd=ROOT, env=dict(os.environ))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    return json.loads(out.read_text()), r.stdout
+
+
+def test_smoke_reach_cold_and_warm_children(tmp_path):
+    data, stdout = _run(tmp_path, "--ops", "smoke_add", "--rounds", "1")
+
+    # reach: the plain import counts the library's three autotuners; under the patch the
+    # triton.autotune one and the library's own Autotuner subclass become abductune's, the one
+    # with no configs is left alone with the patch's reason; the module that fails is counted apart
+    plain, patched = data["reach"]["smoke"]["triton"], data["reach"]["smoke"]["patch"]
+    assert (plain["total"], plain["reached"]) == (3, 0)
+    assert (patched["total"], patched["reached"], patched["left_alone"]) == (3, 2, 1)
+    [(why, n)] = patched["left_alone_why"].items()
+    assert n == 1 and "nothing to tune" in why
+    assert patched["by_class"]["abt_smoke_lib.CountingTuner"] == 1
+    assert patched["import_failures"] == 1 and list(patched["failures"]) == ["abt_smoke_lib.ops.vendor"]
+
+    runs = {(r["role"], r["mode"]): r for r in data["runs"] if r["role"] != "reach"}
+    assert set(runs) == {(role, m) for role in ("cold", "warm") for m in ("triton", "patch", "patch32")}
+    for r in runs.values():
+        assert not r.get("error") and r["ok"] and r["rel_err"] == 0.0, r
+        assert r["first_call_s"] > 0 and r["op_ms"] > 0 and len(r["op_ms_all"]) == 3
+    # cold: Triton timed its list of two; the patch measured the list; budget=32 went beyond it
+    [t] = runs["cold", "triton"]["tuners"]
+    assert (t["class"], t["list"], t["timed"]) == ("CountingTuner", 2, 2)
+    [t] = runs["cold", "patch"]["tuners"]
+    assert (t["tunes"], t["evaluations"], t["beyond_list"]) == (1, 2, 0)
+    [t] = runs["cold", "patch32"]["tuners"]
+    assert t["tunes"] == 1 and t["evaluations"] > 2 and t["beyond_list"] >= 1
+    # warm: each patch mode read its own store and measured nothing
+    for mode in ("patch", "patch32"):
+        [t] = runs["warm", mode]["tuners"]
+        assert (t["tunes"], t["store_hits"], t["evaluations"]) == (0, 1, 0)
+
+    [row] = data["summary"]
+    m = row["modes"]
+    assert row["op"] == "smoke_add" and all(m[x]["processes"] == 2 and m[x]["ok"] for x in m)
+    assert row["patch32/triton"] == m["patch32"]["op_ms"] / m["triton"]["op_ms"]
+    assert m["patch32"]["evaluations"] == runs["cold", "patch32"]["tuners"][0]["evaluations"]
+    assert m["patch32"]["warm_retuned"] == 0 and not data["skipped"]
+    last = stdout.strip().splitlines()[-1]  # the table is printed last
+    assert last.startswith("| smoke_add | smoke | _add |") and last.endswith("| ok / ok / ok |")
+
+
+def test_deadline_skips_what_does_not_fit_and_still_writes_the_json(tmp_path):
+    data, stdout = _run(tmp_path, "--reach", "no", "--deadline-s", "1")
+    assert data["runs"] == [] and data["summary"] == []
+    assert [s["op"] for s in data["skipped"]] == ["smoke_scale", "smoke_add"]
+    assert all("does not fit" in s["why"] for s in data["skipped"])
+    assert "skipped: 2 child(ren)" in stdout
