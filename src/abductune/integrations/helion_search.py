@@ -2,45 +2,51 @@
 
 Imports Helion at the top: `helion.py` imports this module only after its version check.
 
-What `_autotune` does:
+What `_autotune` does (each phase one Session, its rows in abductune's store):
 1. maps the ConfigSpec (`helion_space.HelionMap`) and the kernel (`helion_kernel.facts_of`);
-2. seeds, measured exactly as given in one Session over the full space with a fixed list:
-   the user's `autotune_seed_configs`, the config Helion runs with `autotune_effort="none"`
-   (its default, with any promoted heuristic seed), with `abductune_seeds` the theory store's
-   predictions and the observed database's and heuristics' seeds for this class, shape and
-   dtype, then the ConfigSpec's compiler seeds (Helion's `AutotunerHeuristic`s, abductune's
-   among them where `helion.install` registered them);
-3. searches views around the best so far, one Session each (`HelionMap.plan`: roles first,
-   then the fields that matter most), with the strategy asked for (abduction by default);
-4. returns the winner of the last Session: each Session judges its own run-off, the anchor
-   among the contenders, so the result is never slower than the best seed beyond noise.
+2. seeds, measured exactly as given in one batch: the user's `autotune_seed_configs`, the
+   config Helion runs with `autotune_effort="none"` (its default, with any promoted heuristic
+   seed), with `abductune_seeds` the theory store's predictions and the observed database's
+   and heuristics' seeds for this class, shape and dtype, then the ConfigSpec's compiler seeds
+   (Helion's `AutotunerHeuristic`s, abductune's among them where `helion.install` registered
+   them); the user's seeds and Helion's default are pinned into the final verification;
+3. the roles: the strategy asked for (abduction by default) searches the view holding the
+   tiles, warps, stages and grouping around the best so far;
+4. the sweep: every unit without a role and of few values (eviction policies, indexing, pid
+   type, range settings, ...) tried one value at a time on the incumbent, all in one batch
+   (`HelionMap.sweep`; part of the budget is kept for it before the roles run), then the
+   improving values together;
+5. what budget is left searches the remaining units (and the roles again around the new
+   incumbent);
+6. Helion's final verification (`final_rebenchmark_best`): the best few measured configs and
+   the pinned ones re-timed side by side, interleaved; a pinned config (Helion's default)
+   wins a tie, so the result is never slower than the default beyond that run-off's noise.
 
-Every measurement is Helion's: `make_unbenchmarked` / `benchmark_population` (parallel
-precompile, Helion's timing, its accuracy check against the default config's output) and
-`rebenchmark` for the Session's run-off. A Helion config measured once (two abductune configs
-Helion normalizes to one) answers again for free. Helion's caches wrap the search as they
-wrap its own (`helion.autotuner(...)` returns the cache class Helion's settings name).
+Evaluations count configs Helion compiled and timed: a config Helion normalises onto one
+measured, or whose generated source is identical to one measured, is answered free, and what
+it did not cost goes to the later phases. How the search measures, and where its time goes,
+is `helion_measure.py`; the report (`AbductuneSearch.report`) has both, per phase.
+Helion's caches wrap the search as they wrap its own (`helion.autotuner(...)` returns the
+cache class Helion's settings name).
 """
 from __future__ import annotations
 
-import inspect
 import logging
 import math
+import os
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from helion.autotuner.base_search import PopulationBasedSearch
 
 from ..hardware import HardwareInfo, lookup
-from ..measure.base import Evaluator
-from ..measurement import Measurement
 from ..search import Budget, make_strategy
 from ..search.base import Seed
 from ..session import Session
 from ..store import Store
 from .helion_kernel import facts_of
-from .helion_space import HelionError, HelionMap, read_slots
+from .helion_measure import HelionEvaluator, Shared, adopt_worker, start_worker
+from .helion_space import SWEEP_MAX_VALUES, HelionError, HelionMap, read_slots
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +55,12 @@ log = logging.getLogger(__name__)
 DEFAULT_EVALUATIONS = {"quick": 24, "full": 64}
 SEED_LIMIT = 8  # seeds measured before the search, user seeds not counted
 THEORY_SEEDS = 2
-FIRST_GROUP_SHARE = 2 / 3  # of the evaluations left after the seeds, for the group holding the roles
+SWEEP_SHARE = 1 / 2  # at most this share of the evaluations left after the seeds is kept for the sweep
+# Helion's final verification: the best FINAL_TOP_K measured configs and the pinned ones,
+# re-timed interleaved for about FINAL_TARGET_MS each (Helion's own searches: 8 and 5000 ms,
+# sized for hundreds of configs; a few tens need a shorter look)
+FINAL_TOP_K = 5
+FINAL_TARGET_MS = 200.0
 
 
 # ----------------------------------------------------------------------------- the map of a kernel
@@ -100,107 +111,6 @@ def toolchain() -> str:
         except metadata.PackageNotFoundError:
             continue
     return ";".join(parts)
-
-
-# ----------------------------------------------------------------------------- the evaluator
-
-@dataclass
-class _Shared:
-    """What every phase's evaluator shares: Helion config -> its member, and the clock."""
-
-    members: dict[Any, Any] = field(default_factory=dict)
-    clock: float = 0.0
-
-
-def _no_raise(search: Any) -> dict[str, Any]:
-    """Ask Helion for failed rows instead of its compile error when a whole batch fails, where
-    it can (Helion 1.5; 1.4 raises, as its own searches do)."""
-    params = inspect.signature(search.benchmark_population).parameters
-    return {"raise_if_no_viable_config": False} if "raise_if_no_viable_config" in params else {}
-
-
-_STATUS = {"timeout": "timeout", "accuracy_error": "wrong_result", "filtered": "pruned",
-           "source_rejected": "pruned"}
-
-
-class HelionEvaluator(Evaluator):
-    """Measures configs of `space` through the Helion search `search` (module docstring).
-    `to_full`: a config of `space` -> a config of the HelionMap's full space."""
-
-    def __init__(self, search: Any, hmap: HelionMap, space: Any, problem: Any,
-                 to_full: Callable[[Mapping[str, Any]], dict[str, Any]], shared: _Shared):
-        self.search, self.hmap, self.space, self.problem = search, hmap, space, problem
-        self.to_full = to_full
-        self.shared = shared
-
-    @property
-    def clock(self) -> float:  # type: ignore[override]
-        return self.shared.clock
-
-    def member(self, cfg: Mapping[str, Any]) -> tuple[Any, Measurement | None]:
-        """(Helion's member for cfg, None) or (None, the measurement that says why there is none)."""
-        try:
-            flat = self.hmap.to_flat(self.to_full(cfg))
-            m = self.search.make_unbenchmarked(flat)
-        except Exception as e:  # noqa: BLE001 - a config Helion cannot read is a failed measurement
-            return None, Measurement(dict(cfg), "compile_error", error=f"{type(e).__name__}: {e}"[:2000])
-        if m is None:
-            return None, Measurement(dict(cfg), "pruned", error="Helion rejects this config for this kernel "
-                                                                "(InvalidConfig or not viable on its backend)")
-        return self.shared.members.get(m.config, m), None
-
-    def row(self, cfg: Mapping[str, Any], m: Any, compile_s: float = 0.0, bench_s: float = 0.0) -> Measurement:
-        perf = m.perf if m.perfs else math.inf
-        extra = {"helion_config": repr(m.config), "helion_status": str(m.status)}
-        if math.isfinite(perf) and m.status not in _STATUS and m.status != "error":
-            return Measurement(dict(cfg), "ok", time_ms=float(perf), samples_ms=(float(perf),),
-                               compile_s=compile_s, bench_s=bench_s, extra=extra)
-        status = _STATUS.get(m.status, "runtime_error" if m.compile_time is not None else "compile_error")
-        return Measurement(dict(cfg), status, compile_s=compile_s, bench_s=bench_s, extra=extra,
-                           error=f"Helion status {m.status}")
-
-    def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
-        out: list[Measurement | None] = []
-        todo: list[tuple[int, Any]] = []
-        fresh: dict[Any, Any] = {}
-        for i, cfg in enumerate(configs):
-            m, failed = self.member(cfg)
-            out.append(failed)
-            if failed is None:
-                key = m.config
-                if key not in self.shared.members:  # measured in an earlier batch: answered for free
-                    m = fresh.setdefault(key, m)
-                todo.append((i, m))
-        batch = list(fresh.values())
-        spent = 0.0
-        if batch:
-            t0 = time.perf_counter()
-            self.search.benchmark_population(batch, desc="abductune", **_no_raise(self.search))
-            spent = time.perf_counter() - t0
-            self.shared.clock += spent
-            for key, m in fresh.items():
-                self.shared.members[key] = m
-                self.shared.members[m.config] = m  # Helion may hand back a normalized config
-        share = spent / max(1, len(batch))
-        for i, m in todo:
-            new = any(m is b for b in batch)
-            c = (m.compile_time or 0.0) if new else 0.0
-            out[i] = self.row(configs[i], m, c, max(0.0, share - c) if new else 0.0)
-        return out  # type: ignore[return-value]
-
-    def remeasure(self, configs: Sequence[Mapping[str, Any]], *, rounds: int = 1) -> list[Measurement]:
-        """Helion's interleaved re-benchmark of the configs (already measured: no compile)."""
-        pairs = [self.member(c) for c in configs]
-        unknown = [c for c, (m, f) in zip(configs, pairs) if f is None and m.config not in self.shared.members]
-        if unknown:
-            self.evaluate(unknown)
-            pairs = [self.member(c) for c in configs]
-        live = [m for m, f in pairs if f is None and m.perfs and math.isfinite(m.perf)]
-        t0 = time.perf_counter()
-        if len({id(m) for m in live}) >= 2:
-            self.search.rebenchmark(list({id(m): m for m in live}.values()), desc="abductune run-off")
-        self.shared.clock += time.perf_counter() - t0
-        return [f if f is not None else self.row(c, m) for c, (m, f) in zip(configs, pairs)]
 
 
 # ----------------------------------------------------------------------------- the search
@@ -284,57 +194,67 @@ class AbductuneSearch(PopulationBasedSearch):
             add(flat, "helion:heuristic")
         return seeds[:n_user + SEED_LIMIT]
 
+    # -- Helion's machinery, sized for this search
+    def _prepare(self) -> None:
+        """Helion's preparation (its provider computes the accuracy baseline), with Helion's
+        benchmark worker spawned first so its start-up runs meanwhile (helion_measure)."""
+        if self._prepared:
+            return super()._prepare()
+        worker = start_worker(self)
+        t0 = time.perf_counter()
+        try:
+            super()._prepare()
+        except BaseException:
+            if worker is not None:
+                worker.shutdown()
+            raise
+        self._prepare_s = time.perf_counter() - t0
+        self._worker_early = adopt_worker(self.benchmark_provider, worker)
+
+    def _final_rebenchmark_top_k_default(self) -> int:
+        return FINAL_TOP_K
+
+    def _final_rebenchmark_target_ms(self) -> float:
+        if os.getenv("HELION_AUTOTUNE_FINAL_REBENCHMARK_TARGET_MS") is not None:  # the user's choice stands
+            return super()._final_rebenchmark_target_ms()
+        return FINAL_TARGET_MS
+
+    def _pin(self, hmap: HelionMap, seeds: Sequence[Seed]) -> list[str]:
+        """Pin the user's seeds and Helion's default into the final verification."""
+        pinned = []
+        for s in seeds:
+            if s.source not in ("user", "helion:default"):
+                continue
+            try:
+                m = self.make_unbenchmarked(hmap.to_flat(s.config))
+            except Exception:  # noqa: BLE001 - a seed Helion cannot read is measured (and fails) as one
+                m = None
+            if m is not None and hasattr(self, "pin_finalist_config"):
+                self.pin_finalist_config(m.config)
+                pinned.append(s.source)
+        return pinned
+
     # -- the search
     def _autotune(self) -> Any:
         t_start = time.perf_counter()
         facts = self._facts()
         problem = facts.problem
         hmap = kernel_map(self.config_gen, self.config_spec, facts.roles, name=problem.kernel)
-        shared = _Shared()
         store = self.store if isinstance(self.store, Store) else Store(":memory:" if self.store is None else self.store)
-        tc = toolchain()
         seeds = self._seeds(hmap, problem)
+        run = _Phases(self, hmap, problem, Shared(), store, toolchain(), t_start)
         self.report = {"problem": problem.to_dict(), "roles": dict(hmap.roles),
                        "seeds": [{"source": s.source, "config": hmap.to_flat(s.config)} for s in seeds],
-                       "phases": []}
-        spent = 0
+                       "pinned": self._pin(hmap, seeds), "phases": run.phases}
         try:
-            ev = HelionEvaluator(self, hmap, hmap.full, problem, dict, shared)
-            with Session(ev, strategy="fixed", options={"configs": [s.config for s in seeds]},
-                         budget=self._budget(len(seeds), t_start), seeds=seeds, store=store,
-                         toolchain=tc) as s0:
-                res = s0.run()
-            spent += res.evaluations
-            best = res.winner if res.winner is not None and res.winner.ok else None
-            anchor = dict(best.config) if best is not None else dict(seeds[0].config)
-            self.report["phases"].append(_phase("seeds", [], res))
-            groups = hmap.plan(anchor)
-            left = self.max_evaluations - spent
-            for i, names in enumerate(groups):
-                if left <= 0:
-                    break
-                share = left if i == len(groups) - 1 else (
-                    math.ceil(left * FIRST_GROUP_SHARE) if i == 0 else math.ceil(left / (len(groups) - i)))
-                view = hmap.view(anchor, names)
-                start = view.project(anchor)
-                self.set_generation(i + 1)
-                ev = HelionEvaluator(self, hmap, view.space, problem, view.to_full, shared)
-                with Session(ev, strategy=self.strategy, seed=self.seed, options=self.options,
-                             budget=self._budget(share + 1, t_start), seeds=[Seed(start, "anchor")],
-                             store=store, toolchain=tc) as s:
-                    res = s.run(baselines={"anchor": [start]})
-                spent += max(0, res.evaluations - 1)
-                left = self.max_evaluations - spent
-                self.report["phases"].append(_phase(f"group{i + 1}", names, res))
-                # the Session judged its winner against the anchor in one run-off: it is the new anchor
-                if res.winner is not None and res.winner.ok:
-                    best, anchor = res.winner, view.to_full(res.winner.config)
+            run.run(seeds)
         finally:
             if store is not self.store:
                 store.close()
+        shared = run.shared
         measured = [m for m in {id(m): m for m in shared.members.values()}.values() if m.perfs]
         self.population = measured or self.population
-        if best is None:
+        if run.best is None:
             take = getattr(self.benchmark_provider, "take_no_viable_config_error", None)
             err = take() if take is not None else None
             if err is not None:
@@ -342,31 +262,180 @@ class AbductuneSearch(PopulationBasedSearch):
             from helion import exc
 
             raise exc.NoConfigFound
-        member, why = HelionEvaluator(self, hmap, hmap.full, problem, dict, shared).member(anchor)
+        member, why = run.evaluator(hmap.full, dict).member(run.anchor)
         if member is None:
             raise HelionError(f"abductune's winner does not map back to a Helion config: {why.error if why else ''}")
-        self._selected_member = member
-        self.report.update(evaluations=spent, winner=repr(member.config), winner_ms=best.time_ms,
-                           search_s=time.perf_counter() - t_start)
-        log.info("abductune: %s %s after %d evaluations: %s", problem.kernel, problem.shape_key(), spent,
-                 member.config)
-        return member.config
+        chosen, final_s = self._final_pick(member)
+        self._selected_member = chosen
+        self.best_perf_so_far = min(self.best_perf_so_far, chosen.perf)
+        search_s = time.perf_counter() - t_start
+        t = shared.timing
+        pinned_pick = any(c == chosen.config for c in getattr(self, "_pinned_finalist_members", {}))
+        self.report.update(
+            evaluations=t.timed, winner=repr(chosen.config), winner_ms=chosen.perf, search_s=search_s,
+            final={"seconds": round(final_s, 4), "changed": chosen.config != member.config,
+                   "pinned_won": pinned_pick, "searched_winner": repr(member.config)},
+            timing={"prepare_s": round(getattr(self, "_prepare_s", 0.0), 4), "search_s": round(search_s, 4),
+                    **t.to_dict(), "final_s": round(final_s, 4),
+                    "ours_s": round(max(0.0, search_s - t.compile_s - t.bench_s - t.runoff_s - final_s), 4),
+                    "worker_early": bool(getattr(self, "_worker_early", False))})
+        log.info("abductune: %s %s after %d evaluations: %s", problem.kernel, problem.shape_key(), t.timed,
+                 chosen.config)
+        return chosen.config
+
+    def _final_pick(self, member: Any) -> tuple[Any, float]:
+        """Helion's final verification over the best measured and the pinned configs (module
+        docstring); the searched winner where this Helion has none or it cannot run."""
+        t0 = time.perf_counter()
+        pick = getattr(self, "final_rebenchmark_best", None)
+        chosen = member
+        if pick is not None:
+            from helion import exc
+
+            try:
+                chosen = pick(member)
+            except exc.NoConfigFound:
+                chosen = member
+        return chosen, time.perf_counter() - t0
 
 
-def _phase(name: str, units: Sequence[str], res: Any) -> dict[str, Any]:
-    w = res.winner
-    return {"phase": name, "units": list(units), "evaluations": res.evaluations,
-            "winner_ms": w.time_ms if w is not None and w.ok else None, "seconds": res.seconds}
+class _Phases:
+    """One search's phases (module docstring), each a Session, sharing Helion's members."""
+
+    def __init__(self, search: AbductuneSearch, hmap: HelionMap, problem: Any, shared: Shared, store: Store,
+                 tc: str, t_start: float):
+        self.search, self.hmap, self.problem, self.shared = search, hmap, problem, shared
+        self.store, self.tc, self.t_start = store, tc, t_start
+        self.phases: list[dict[str, Any]] = []
+        self.best: Any = None
+        self.anchor: dict[str, Any] = {}
+        self.roles: list[str] = []  # the strategy's first view: the roles, and what else fits
+
+    def evaluator(self, space: Any, to_full: Any) -> HelionEvaluator:
+        return HelionEvaluator(self.search, self.hmap, space, self.problem, to_full, self.shared)
+
+    def left(self) -> int:
+        return self.search.max_evaluations - self.shared.timing.timed
+
+    def out_of_time(self) -> bool:
+        b = self.search._budget(1, self.t_start)
+        return b.seconds is not None and b.seconds <= 0
+
+    def session(self, name: str, units: Sequence[str], ev: HelionEvaluator, strategy: str, options: Mapping[str, Any],
+                evaluations: int, seeds: Sequence[Seed], baselines: Mapping[str, Any] | None, batch: int = 8,
+                seed: int = 0) -> Any:
+        before = self.shared.timing.snapshot()
+        self.search.set_generation(len(self.phases) + 1)
+        with Session(ev, strategy=strategy, seed=seed, options=options, seeds=seeds, store=self.store,
+                     budget=self.search._budget(evaluations, self.t_start), toolchain=self.tc,
+                     batch_size=max(1, batch)) as s:
+            res = s.run(baselines=baselines)
+        w = res.winner
+        self.phases.append({"phase": name, "units": list(units), "evaluations": res.evaluations,
+                            "winner_ms": w.time_ms if w is not None and w.ok else None, "seconds": res.seconds,
+                            "wall_s": round(res.wall_s, 4), "timing": self.shared.timing.since(before)})
+        if w is not None and w.ok:  # the Session judged its winner against the anchor in a run-off
+            self.best, self.anchor = w, ev.to_full(w.config)
+        return res
+
+    def fixed(self, name: str, configs: Sequence[Mapping[str, Any]], seeds: Sequence[Seed] = ()) -> Any:
+        """Measure full-space configs as given, in one batch (one round of parallel compiles);
+        the anchor, where there is one, runs in the closing run-off."""
+        ev = self.evaluator(self.hmap.full, dict)
+        base = {"anchor": [dict(self.anchor)]} if self.anchor else None
+        return self.session(name, [], ev, "fixed", {"configs": [dict(c) for c in configs]}, len(configs),
+                            seeds, base, batch=len(configs))
+
+    def view(self, name: str, names: Sequence[str], evaluations: int, seed: int = 0) -> Any:
+        view = self.hmap.view(self.anchor, names)
+        start = view.project(self.anchor)
+        ev = self.evaluator(view.space, view.to_full)
+        return self.session(name, names, ev, self.search.strategy, self.search.options, evaluations + 1,
+                            [Seed(start, "anchor")], {"anchor": [start]}, seed=seed)
+
+    def swept(self) -> list[str]:
+        """The units the sweep tries: those without a role, and the roles the strategy's view
+        could not hold (VIEW_CAP)."""
+        return [u.name for u in self.hmap.units(self.anchor) if not u.role or u.name not in self.roles]
+
+    def sweep_list(self) -> list[tuple[str, Any, dict[str, Any]]]:
+        """The sweep around the anchor, as new distinct Helion configs (no-op changes Helion
+        normalises away, and configs measured before, left out: they cost nothing)."""
+        ev = self.evaluator(self.hmap.full, dict)
+        here, _ = ev.member(self.anchor)
+        seen = {here.config} if here is not None else set()
+        out = []
+        for name, value, cfg in self.hmap.sweep(self.anchor, SWEEP_MAX_VALUES, only=self.swept()):
+            m, failed = ev.member(cfg)
+            if failed is None and m.config not in seen and m.config not in self.shared.members:
+                seen.add(m.config)
+                out.append((name, value, cfg))
+        return out
+
+    def run(self, seeds: Sequence[Seed]) -> None:
+        self.fixed("seeds", [s.config for s in seeds], seeds)
+        if self.best is None:
+            self.anchor = dict(seeds[0].config)
+        groups = self.hmap.plan(self.anchor)
+        if not groups:
+            return
+        self.roles = list(groups[0])
+        left = self.left()
+        reserve = min(len(self.sweep_list()), math.ceil(left * SWEEP_SHARE))
+        if left - reserve > 0 and not self.out_of_time():
+            self.view("roles", self.roles, left - reserve)
+        self._sweep()
+        swept = {n for n, _, _ in self.hmap.sweep(self.anchor, SWEEP_MAX_VALUES, only=self.swept())}
+        rest = [u.name for u in self.hmap.units(self.anchor) if len(u.values) > 1 and u.name not in swept]
+        for i, names in enumerate(self.hmap.plan(self.anchor, only=rest)):
+            if self.left() <= 0 or self.out_of_time():
+                break
+            self.view(f"rest{i + 1}", names, self.left(), seed=self.search.seed + 1)
+
+    def _sweep(self) -> None:
+        """Every swept value once on the incumbent (one batch), then the improving ones together."""
+        todo = self.sweep_list()
+        n = min(len(todo), self.left() - (1 if len(todo) > 1 else 0))
+        if n <= 0 or self.out_of_time():
+            return
+        todo = todo[:n]
+        anchor = dict(self.anchor)
+        res = self.fixed("sweep", [c for _, _, c in todo])
+        ref = self._time_of(anchor)
+        if ref is None:
+            return
+        noise = max(float(getattr(res, "noise", 0.0) or 0.0), 0.0)
+        gains: dict[str, tuple[float, Any]] = {}
+        for name, value, cfg in todo:
+            t = self._time_of(cfg)
+            if t is not None and t < ref * (1 - noise) and (name not in gains or t < gains[name][0]):
+                gains[name] = (t, value)
+        if len(gains) < 2 or self.left() <= 0 or self.out_of_time():
+            return
+        combined = dict(anchor)
+        for u in self.hmap.units(anchor):
+            if u.name in gains:
+                combined.update({e: gains[u.name][1] for e in u.elements})
+        self.fixed("combine", [combined])
+
+    def _time_of(self, cfg: Mapping[str, Any]) -> float | None:
+        """A full config's newest time: Helion's member holds every timing, run-offs last."""
+        m, failed = self.evaluator(self.hmap.full, dict).member(cfg)
+        if failed is not None or not m.perfs or not math.isfinite(m.perf):
+            return None
+        return float(m.perf)
 
 
 def abductune_seeds(hmap: HelionMap, problem: Any, default: Mapping[str, Any]) -> list[tuple[dict[str, Any], str]]:
     """abductune's seeds for this kernel as full-space configs, with their sources: the theory
     store's predictions, then the observed database and the heuristics (tune's order), each
-    instantiated on the view that holds the roles (the first group around `default`)."""
+    instantiated on the view of every role around `default` (the first group where no role)."""
     groups = hmap.plan(default)
     if not groups or problem.kernel_class == "other":
         return []
-    view = hmap.view(default, groups[0])
+    # every role, whatever the cap on a searched view: a prediction enumerates nothing
+    roles = [u.name for u in hmap.units(default) if u.role and len(u.values) > 1]
+    view = hmap.view(default, roles or groups[0])
     out: list[tuple[dict[str, Any], str]] = []
     try:
         from ..theory.store import predictions

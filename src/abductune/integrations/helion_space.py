@@ -5,7 +5,7 @@ No Helion import here: `helion_search.py` hands over Helion's flat spec (the lis
 read by their class names and fields, so the mapping is tested against Helion's own fragment
 classes where Helion imports, and stays readable where it does not.
 
-Two spaces come out of one Helion kernel:
+Two spaces and a list of changes come out of one Helion kernel:
 
 - the *full* space (`HelionMap.full`): one abductune parameter per element of Helion's flat
   config (a block size, a loop order, one memory op's indexing), so every Helion config maps
@@ -17,9 +17,12 @@ Two spaces come out of one Helion kernel:
   list where that is mixed. Strategies enumerate a view, so `plan` splits the units into
   groups of at most `VIEW_CAP` combinations, roles first (tiles, warps, stages, group), then
   the fields that matter most to Helion kernels (pid type, indexing, loop orders, ...).
+- the *sweep* (`HelionMap.sweep`): one-unit changes of an anchor, every value of each small
+  unit, in an order that touches every unit before completing any.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from collections import Counter
@@ -34,6 +37,9 @@ VIEW_CAP = 100_000
 # a loop order is searched as one choice among all permutations, up to this many loops
 MAX_PERMUTATION = 6
 ANCHOR = "@anchor"  # a uniform unit's value that keeps the anchor's own (mixed) list
+# a unit of at most this many values is swept one value at a time on the incumbent
+# (`HelionMap.sweep`): eviction policies, indexing, pid type, range settings, an L2 grouping
+SWEEP_MAX_VALUES = 8
 
 # the order in which fields without a role join a view: what moves a Helion kernel's time
 # most first (tiles without a role, then launch shape, memory access, loops)
@@ -41,6 +47,13 @@ _PRIORITY = {"block_sizes": 2, "reduction_loops": 2, "pid_type": 3, "indexing": 
              "num_sm_multiplier": 6, "range_num_stages": 7, "range_unroll_factors": 8,
              "range_multi_buffers": 9, "range_flattens": 10, "range_warp_specializes": 11,
              "load_eviction_policies": 12, "l2_groupings": 13}
+
+
+# the order in which roles join a view: tiles, then warps and stages, then the rest (an L2
+# grouping), so the first view holds warps and stages where tiles, warps, stages and grouping
+# together exceed VIEW_CAP (a matmul's: 7 x 7 x 7 tiles x 6 warps x 8 stages x 7 groupings);
+# a role left out of that view is swept instead (`sweep`)
+_ROLE_PRIORITY = {"tile": 0, "warps": 1, "stages": 1}
 
 
 class HelionError(AbductuneError):
@@ -221,7 +234,7 @@ class HelionMap:
         for s in self.slots:
             role = self.roles.get(s.name)
             if role:
-                prio = 0 if role.startswith("tile") else 1
+                prio = _ROLE_PRIORITY.get(role.split(":")[0], 1.5)
             else:
                 prio = _PRIORITY.get(s.key, 20)
             # inner loops first: a sequence's later items are the deeper loops in Helion's order
@@ -232,15 +245,16 @@ class HelionMap:
                 cur = tuple(anchor[n] for n in s.element_names())
                 vals = tuple(s.values) if len(set(cur)) == 1 else (ANCHOR, *s.values)
                 default = cur[0] if len(set(cur)) == 1 else ANCHOR
-                out.append(Unit(s.name, tuple(s.element_names()), vals, None, True, prio * 100 + tie, default))
+                out.append(Unit(s.name, tuple(s.element_names()), vals, None, True, int(prio * 100) + tie, default))
             else:
-                out.append(Unit(s.name, (s.name,), tuple(s.values), role, False, prio * 100 + tie, anchor[s.name]))
+                out.append(Unit(s.name, (s.name,), tuple(s.values), role, False, int(prio * 100) + tie, anchor[s.name]))
         return sorted(out, key=lambda u: u.priority)
 
-    def plan(self, anchor: Mapping[str, Any], cap: int = VIEW_CAP) -> list[list[str]]:
+    def plan(self, anchor: Mapping[str, Any], cap: int = VIEW_CAP, only: Iterable[str] | None = None) -> list[list[str]]:
         """Unit names in groups of at most `cap` combinations, highest priority first; a unit
-        of one value is never searched."""
-        rest = [u for u in self.units(anchor) if len(u.values) > 1]
+        of one value is never searched. `only`: plan these units (names) and no others."""
+        keep = None if only is None else set(only)
+        rest = [u for u in self.units(anchor) if len(u.values) > 1 and (keep is None or u.name in keep)]
         groups: list[list[str]] = []
         while rest:
             group: list[str] = []
@@ -255,6 +269,35 @@ class HelionMap:
             groups.append(group)
             rest = left
         return groups
+
+    def sweep(self, anchor: Mapping[str, Any], max_values: int = SWEEP_MAX_VALUES,
+              only: Iterable[str] | None = None) -> list[tuple[str, Any, Config]]:
+        """One-unit changes of `anchor` (unit name, value, full config) for every unit of at
+        most `max_values` values among `only` (names; default: the units without a role).
+        Order: each unit's first alternative (units in priority order), then the rest of each
+        unit, the units with the fewest values left first; an ordered unit's values nearest
+        the anchor's first. A budget that cuts the list short has still tried every unit, and
+        completed the smallest."""
+        per_unit: list[tuple[Unit, list[Any]]] = []
+        keep = None if only is None else set(only)
+        for u in self.units(anchor):
+            if (u.role if keep is None else u.name not in keep) or not 2 <= len(u.values) <= max_values:
+                continue
+            alts = [v for v in u.values if v != u.default and v != ANCHOR]
+            if not u.uniform and self.full[u.name].ordered and u.default in u.values:
+                at = u.values.index(u.default)
+                alts.sort(key=lambda v: (abs(u.values.index(v) - at), u.values.index(v)))
+            if alts:
+                per_unit.append((u, alts))
+        order = [(u, alts[0]) for u, alts in per_unit]
+        rest = sorted(per_unit, key=lambda ua: len(ua[1]))  # stable: priority order among equals
+        order += [(u, v) for u, alts in rest for v in alts[1:]]
+        out: list[tuple[str, Any, Config]] = []
+        for u, v in order:
+            cfg = dict(anchor)
+            cfg.update({n: v for n in u.elements})
+            out.append((u.name, v, cfg))
+        return out
 
     def view(self, anchor: Mapping[str, Any], names: Iterable[str]) -> "View":
         wanted = set(names)
@@ -284,7 +327,10 @@ class View:
             ordered = full.ordered and not (u.uniform and ANCHOR in u.values)
             params.append(Param(u.name, u.values, u.role or "", u.default if u.default in u.values else None,
                                 ordered, kind))
-        self.space = Space(params, name=f"{self.hmap.full.name[:-5]}-view")
+        # the anchor is part of the view's identity: two views of the same units around
+        # different anchors are different spaces (their configs are different kernels)
+        anchor_key = hashlib.sha256(repr(self.hmap.full.key(self.anchor)).encode()).hexdigest()[:16]
+        self.space = Space(params, name=f"{self.hmap.full.name[:-5]}-view", constants={"helion_anchor": anchor_key})
 
     def to_full(self, cfg: Mapping[str, Any]) -> Config:
         out = dict(self.anchor)

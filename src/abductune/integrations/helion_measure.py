@@ -1,0 +1,268 @@
+"""How abductune's search inside Helion measures: Helion's benchmarking and run-offs, and where the time goes.
+
+Helion is imported only inside `start_worker`; everything else is handed Helion's objects.
+
+Every time is Helion's: `make_unbenchmarked` / `benchmark_population` for a batch (codegen in
+this process, Triton compiles in parallel forked children, each config timed and checked for
+accuracy in Helion's long-lived benchmark worker) and `rebenchmark` for a run-off. Three
+choices here are abductune's, each for the same reason (time to a ready kernel):
+
+- run-offs are Helion's *interleaved in-process* rebenchmark with a short target, the mode its
+  own final verification uses on Triton, not the isolated per-candidate default of
+  `rebenchmark` (one worker job per contender plus a confirmation pass, seconds each);
+- Helion's benchmark worker is a spawned interpreter that imports torch and Helion before its
+  first job (several seconds; Helion's own searches pay it on their first batch too):
+  `start_worker` spawns it before Helion computes its accuracy baseline, so that start-up
+  overlaps the baseline and the first batch's compiles instead of following them;
+- `Timing` records where the wall time goes (Helion's compile, its benchmarking, run-offs, the
+  rest is abductune's), per phase and in total, for the search's report.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from ..measure.base import Evaluator
+from ..measurement import Measurement
+from .helion_space import HelionMap
+
+RUNOFF_TARGET_MS = 100.0  # per contender, the run-off that closes each phase
+_STATUS = {"timeout": "timeout", "accuracy_error": "wrong_result", "filtered": "pruned",
+           "source_rejected": "pruned"}
+
+
+# ----------------------------------------------------------------------------- where the time goes
+
+@dataclass
+class Timing:
+    """Wall seconds by where they went. `compile_s`: Helion's codegen and parallel Triton
+    compiles of each batch (a batch's time less its benchmarking); `bench_s`: Helion timing
+    and accuracy-checking each new config, `first_bench_s` of it the first config's (which
+    waits for the benchmark worker to finish starting); `runoff_s`: interleaved re-timing;
+    `timed`: configs Helion compiled and timed, `free`: configs answered without a compile
+    (normalised to one measured, or source-identical to one measured); `batches`: calls of
+    `benchmark_population` (each one round of parallel compiles)."""
+
+    compile_s: float = 0.0
+    bench_s: float = 0.0
+    first_bench_s: float = 0.0
+    runoff_s: float = 0.0
+    timed: int = 0
+    free: int = 0
+    batches: int = 0
+
+    def snapshot(self) -> "Timing":
+        return Timing(**asdict(self))
+
+    def since(self, before: "Timing") -> dict[str, Any]:
+        now, then = asdict(self), asdict(before)
+        return {k: (round(v - then[k], 4) if isinstance(v, float) else v - then[k]) for k, v in now.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+@dataclass
+class Shared:
+    """What every phase's evaluator shares: Helion config -> its member, the clock, the timing."""
+
+    members: dict[Any, Any] = field(default_factory=dict)
+    clock: float = 0.0
+    timing: Timing = field(default_factory=Timing)
+
+
+@contextlib.contextmanager
+def timed_benchmarks(provider: Any, timing: Timing) -> Iterator[None]:
+    """Count the seconds Helion's provider spends timing single configs (its
+    `_benchmark_function`, where there is one) into `timing.bench_s` while the block runs."""
+    inner = getattr(provider, "_benchmark_function", None)
+    if inner is None or not callable(inner):
+        yield
+        return
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            dt = time.perf_counter() - t0
+            if timing.bench_s == 0.0:
+                timing.first_bench_s = dt
+            timing.bench_s += dt
+
+    own = vars(provider).get("_benchmark_function") if hasattr(provider, "__dict__") else None
+    provider._benchmark_function = counted  # an instance attribute: the class's method is untouched
+    try:
+        yield
+    finally:
+        if own is not None:
+            provider._benchmark_function = own
+        else:
+            with contextlib.suppress(AttributeError):
+                del provider._benchmark_function
+
+
+# ----------------------------------------------------------------------------- Helion's benchmark worker
+
+def start_worker(search: Any) -> Any:
+    """Spawn Helion's benchmark worker now (its interpreter imports while the caller goes on),
+    where the search's provider would use one; None where it would not or cannot."""
+    settings = search.settings
+    if not getattr(settings, "autotune_benchmark_subprocess", False):
+        return None
+    try:
+        from helion.autotuner.benchmark_provider import LocalBenchmarkProvider
+        from helion.autotuner.benchmark_worker import BenchmarkWorker
+        import torch.distributed as dist
+    except ImportError:  # a Helion without the worker: nothing to start early
+        return None
+    provider_cls = getattr(search, "_benchmark_provider_cls", None)
+    if not (isinstance(provider_cls, type) and issubclass(provider_cls, LocalBenchmarkProvider)):
+        return None
+    if (dist.is_available() and dist.is_initialized()) or not hasattr(BenchmarkWorker, "_start"):
+        return None
+    supports = getattr(search.kernel, "supports_subprocess_benchmark", None)
+    if supports is not None and not supports():
+        return None
+    worker = BenchmarkWorker(device=None)  # what the provider makes lazily on its first job
+    try:
+        worker._start()
+    except Exception:  # noqa: BLE001 - the provider starts its own on its first job instead
+        return None
+    return worker
+
+
+def adopt_worker(provider: Any, worker: Any) -> bool:
+    """Hand an early worker to the provider (its `cleanup` shuts it down), or shut it down
+    where the provider will not benchmark in a worker. True when adopted."""
+    if worker is None:
+        return False
+    enabled = getattr(provider, "_subprocess_benchmark_enabled", None)
+    if getattr(provider, "_benchmark_worker", False) is None and enabled is not None and enabled():
+        provider._benchmark_worker = worker
+        return True
+    with contextlib.suppress(Exception):
+        worker.shutdown()
+    return False
+
+
+def rebenchmark_options(search: Any, target_ms: float) -> dict[str, Any]:
+    """Keyword arguments for Helion's `rebenchmark`: interleaved in this process, short,
+    no isolated confirmation pass (those Helion versions lacking a keyword get its default)."""
+    wanted = {"target_ms": float(target_ms), "use_isolated": False, "confirm_suspicious": False,
+              "use_interleaved": True}
+    params = inspect.signature(search.rebenchmark).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return wanted
+    return {k: v for k, v in wanted.items() if k in params}
+
+
+# ----------------------------------------------------------------------------- the evaluator
+
+def _no_raise(search: Any) -> dict[str, Any]:
+    """Ask Helion for failed rows instead of its compile error when a whole batch fails, where
+    it can (Helion 1.5; 1.4 raises, as its own searches do)."""
+    params = inspect.signature(search.benchmark_population).parameters
+    return {"raise_if_no_viable_config": False} if "raise_if_no_viable_config" in params else {}
+
+
+class HelionEvaluator(Evaluator):
+    """Measures configs of `space` through the Helion search `search` (module docstring).
+    `to_full`: a config of `space` -> a config of the HelionMap's full space."""
+
+    def __init__(self, search: Any, hmap: HelionMap, space: Any, problem: Any,
+                 to_full: Callable[[Mapping[str, Any]], dict[str, Any]], shared: Shared):
+        self.search, self.hmap, self.space, self.problem = search, hmap, space, problem
+        self.to_full = to_full
+        self.shared = shared
+
+    @property
+    def clock(self) -> float:  # type: ignore[override]
+        return self.shared.clock
+
+    def member(self, cfg: Mapping[str, Any]) -> tuple[Any, Measurement | None]:
+        """(Helion's member for cfg, None) or (None, the measurement that says why there is none)."""
+        try:
+            flat = self.hmap.to_flat(self.to_full(cfg))
+            m = self.search.make_unbenchmarked(flat)
+        except Exception as e:  # noqa: BLE001 - a config Helion cannot read is a failed measurement
+            return None, Measurement(dict(cfg), "compile_error", error=f"{type(e).__name__}: {e}"[:2000])
+        if m is None:
+            return None, Measurement(dict(cfg), "pruned", error="Helion rejects this config for this kernel "
+                                                                "(InvalidConfig or not viable on its backend)")
+        return self.shared.members.get(m.config, m), None
+
+    def row(self, cfg: Mapping[str, Any], m: Any, compile_s: float = 0.0, bench_s: float = 0.0) -> Measurement:
+        perf = m.perf if m.perfs else math.inf
+        extra = {"helion_config": repr(m.config), "helion_status": str(m.status)}
+        if math.isfinite(perf) and m.status not in _STATUS and m.status != "error":
+            return Measurement(dict(cfg), "ok", time_ms=float(perf), samples_ms=(float(perf),),
+                               compile_s=compile_s, bench_s=bench_s, extra=extra)
+        status = _STATUS.get(m.status, "runtime_error" if m.compile_time is not None else "compile_error")
+        return Measurement(dict(cfg), status, compile_s=compile_s, bench_s=bench_s, extra=extra,
+                           error=f"Helion status {m.status}")
+
+    def benchmark(self, batch: list[Any]) -> float:
+        """Helion benchmarks a batch of new members; returns its wall seconds (into the timing)."""
+        if not batch:
+            return 0.0
+        t = self.shared.timing
+        bench0 = t.bench_s
+        t0 = time.perf_counter()
+        with timed_benchmarks(getattr(self.search, "benchmark_provider", None), t):
+            self.search.benchmark_population(batch, desc="abductune", **_no_raise(self.search))
+        spent = time.perf_counter() - t0
+        self.shared.clock += spent
+        t.compile_s += max(0.0, spent - (t.bench_s - bench0))
+        t.batches += 1
+        for m in batch:
+            if m.status in ("deduplicated", "source_rejected"):  # Helion matched its source: no compile, no timing
+                t.free += 1
+            else:
+                t.timed += 1
+        return spent
+
+    def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
+        out: list[Measurement | None] = []
+        todo: list[tuple[int, Any]] = []
+        fresh: dict[Any, Any] = {}
+        for i, cfg in enumerate(configs):
+            m, failed = self.member(cfg)
+            out.append(failed)
+            if failed is None:
+                key = m.config
+                if key not in self.shared.members:  # measured in an earlier batch: answered for free
+                    m = fresh.setdefault(key, m)
+                todo.append((i, m))
+        batch = list(fresh.values())
+        self.shared.timing.free += len(todo) - len(batch)  # normalised onto one measured or one in this batch
+        spent = self.benchmark(batch)
+        for key, m in fresh.items():
+            self.shared.members[key] = m
+            self.shared.members[m.config] = m  # Helion may hand back a normalized config
+        share = spent / max(1, len(batch))
+        for i, m in todo:
+            new = any(m is b for b in batch)
+            c = (m.compile_time or 0.0) if new else 0.0
+            out[i] = self.row(configs[i], m, c, max(0.0, share - c) if new else 0.0)
+        return out  # type: ignore[return-value]
+
+    def remeasure(self, configs: Sequence[Mapping[str, Any]], *, rounds: int = 1) -> list[Measurement]:
+        """Helion's interleaved re-benchmark of the configs (already measured: no compile)."""
+        pairs = [self.member(c) for c in configs]
+        unknown = [c for c, (m, f) in zip(configs, pairs) if f is None and m.config not in self.shared.members]
+        if unknown:
+            self.evaluate(unknown)
+            pairs = [self.member(c) for c in configs]
+        live = list({id(m): m for m, f in pairs if f is None and m.perfs and math.isfinite(m.perf)}.values())
+        t0 = time.perf_counter()
+        if len(live) >= 2:
+            self.search.rebenchmark(live, desc="abductune run-off", **rebenchmark_options(self.search, RUNOFF_TARGET_MS))
+        spent = time.perf_counter() - t0
+        self.shared.clock += spent
+        self.shared.timing.runoff_s += spent
+        return [f if f is not None else self.row(c, m) for c, (m, f) in zip(configs, pairs)]
