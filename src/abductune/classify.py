@@ -22,10 +22,16 @@ database, the store and theories share.
   matmul small_m / small_n / small_k / rect / balanced; rows short / narrow / wide / square;
   elementwise tiny / mid / huge; attention small_head / short_seq / long_seq / mid_seq; every
   other class (or a class whose dims are not known) "all".
+
+For the launch grid (`theory.diagnose.grid_tiles`): `tile_dim_name` says which dim a tile
+covers, `independent_dims` which dims give every index programs of their own when no tile
+covers them (attention's batch and heads, a row kernel's rows, tokens), `partitioned_dim` a
+dim split among groups tiled apart (a MoE matmul's tokens among its experts).
 """
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -53,6 +59,11 @@ HUGE_NUMEL = 1 << 26
 SMALL_HEAD = 64
 SHORT_SEQ = 512
 LONG_SEQ = 8192
+
+# A tile named as the problem spells a dim the class renames (BLOCK_N where "N" is read as an
+# elementwise numel) covers that dim. Off by default: on Liger's DyT it makes the elementwise
+# rules, learned on one GELU kernel, fire there and lose (zero-shot 1.007 -> 1.112).
+TILES_BY_SPELLING = os.environ.get("ABDUCTUNE_TILES_BY_SPELLING", "0") == "1"
 
 FALLBACKS: dict[str, tuple[str, ...]] = {
     "matmul": ("small_m", "small_n", "small_k", "rect", "balanced"),
@@ -131,6 +142,8 @@ class Classification:
     dtype_family: str = "any"
     fallback: str = "all"
     granularity: int = 2
+    # the problem's own name of each canonical dim that it spells otherwise ("N" -> "numel")
+    spelled: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def bucket(self) -> str:
@@ -150,18 +163,23 @@ def _norm(name: str) -> str:
 def canonical_dims(kernel_class: str, dims: Mapping[str, int]) -> dict[str, int]:
     """The dims under the class's canonical names; dims the class does not name keep theirs.
     A class whose canonical dims are not all found keeps the problem's dims as they are."""
+    return _canonical(kernel_class, dims)[0]
+
+
+def _canonical(kernel_class: str, dims: Mapping[str, int]) -> tuple[dict[str, int], dict[str, str]]:
+    """(`canonical_dims`, the problem's spelling -> canonical name, for the dims renamed)."""
     aliases = _ALIASES.get(kernel_class)
     if not aliases:
-        return {k: int(v) for k, v in dims.items()}
+        return {k: int(v) for k, v in dims.items()}, {}
     by_norm = {_norm(k): k for k in dims}
     out: dict[str, int] = {}
-    used: set[str] = set()
+    used: dict[str, str] = {}
     for canon, names in aliases.items():
         for n in (_norm(canon), *names):
             k = by_norm.get(n)
             if k is not None and k not in used:
                 out[canon] = int(dims[k])
-                used.add(k)
+                used[k] = canon
                 break
     required = {"matmul": ("M", "N", "K"), "quantized_matmul": ("M", "N", "K"),
                 "row_reduction": ("rows", "cols"), "elementwise": ("numel",),
@@ -170,11 +188,11 @@ def canonical_dims(kernel_class: str, dims: Mapping[str, int]) -> dict[str, int]
         if kernel_class == "matmul" and all(r in out for r in ("M", "N")) and "E" in out:
             pass  # a MoE config keyed by tokens, N and experts (K unknown) is still a matmul
         else:
-            return {k: int(v) for k, v in dims.items()}
+            return {k: int(v) for k, v in dims.items()}, {}
     for k, v in dims.items():  # extra dims (e.g. a packing factor) ride along
         if k not in used and _norm(k) not in _PACK_DIMS:
             out.setdefault(k, int(v))
-    return out
+    return out, {k: c for k, c in used.items() if k != c}
 
 
 def has_canonical_dims(kernel_class: str, dims: Mapping[str, int]) -> bool:
@@ -262,7 +280,7 @@ def _quant_variant(problem: Problem) -> str:
 
 def classify(problem: Problem, space: Space | None = None, granularity: int = 2) -> Classification:
     kclass = infer_kernel_class(problem, space)
-    dims = canonical_dims(kclass, problem.dims)
+    dims, spelled = _canonical(kclass, problem.dims)
     variant = ""
     if kclass in ("matmul", "quantized_matmul"):
         q = _quant_variant(problem)
@@ -273,7 +291,7 @@ def classify(problem: Problem, space: Space | None = None, granularity: int = 2)
         elif "E" in dims:
             variant = "moe"
     fam = variant if kclass == "quantized_matmul" else dtype_family(problem.dtype if problem.dtypes else None)
-    return Classification(kclass, variant, dims, fam, fallback_category(kclass, dims), granularity)
+    return Classification(kclass, variant, dims, fam, fallback_category(kclass, dims), granularity, spelled)
 
 
 def fallback_category(kernel_class: str, dims: Mapping[str, int]) -> str:
@@ -326,6 +344,9 @@ def tile_dim_name(role: str | None, cls: Classification) -> str | None:
     axis = role.split(":", 1)[1] if ":" in role else ""
     d = cls.dims
     named = _dim_named(axis, d)
+    if named is None and TILES_BY_SPELLING:  # or as the problem spells it (`TILES_BY_SPELLING`)
+        spelt = _dim_named(axis, cls.spelled)
+        named = cls.spelled[spelt] if spelt is not None and cls.spelled[spelt] in d else None
     if named is not None:  # a tile named for a dim covers that dim, whatever the class's aliases say
         return named
     if cls.kernel_class == "row_reduction" and "cols" in d:
@@ -354,4 +375,37 @@ def _dim_named(axis: str, dims: Mapping[str, Any]) -> str | None:
         for k in dims:
             if want is not None and k.lower() == want:
                 return k
+    return None
+
+
+# ------------------------------------------------------------------------ the launch grid
+
+# Dims whose indices are independent work items: where no tile covers one, a Triton kernel gives
+# each index programs of its own (attention's batch and heads, a row kernel's rows, a token-wise
+# kernel's tokens). Per class under canonical names, and for any class by these spellings. A dim
+# not named here and covered by no tile is held or walked inside a program (a head_dim, a row's
+# columns, a matmul's K), or its role is unknown: it launches nothing.
+_INDEPENDENT: dict[str, tuple[str, ...]] = {"attention": ("batch", "heads"), "row_reduction": ("rows",)}
+_INDEPENDENT_NAMES = ("batch", "batches", "heads", "nheads", "numheads", "tokens", "ntokens",
+                      "numtokens", "rows", "nrows", "numrows")
+# A dim that splits another among groups tiled apart: a MoE matmul's tokens (M) are split
+# among its experts (E), and each expert's rows are tiled on their own.
+_PARTITIONS: dict[str, dict[str, str]] = {"matmul": {"E": "M"}, "quantized_matmul": {"E": "M"}}
+
+
+def independent_dims(cls: Classification) -> tuple[str, ...]:
+    """The dims of `cls.dims` whose every index runs in programs of its own when no tile covers
+    it (see `_INDEPENDENT`), in the problem's order; () when none is known."""
+    own = _INDEPENDENT.get(cls.kernel_class, ())
+    partitions = _PARTITIONS.get(cls.kernel_class, {})
+    return tuple(k for k in cls.dims if k not in partitions
+                 and (k in own or _norm(k) in _INDEPENDENT_NAMES) and int(cls.dims[k]) > 0)
+
+
+def partitioned_dim(cls: Classification) -> tuple[str, str] | None:
+    """(dim, group dim) when the class splits a dim among groups tiled apart (a MoE matmul:
+    ("M", "E"), its tokens among its experts) and the problem names both; None otherwise."""
+    for group, dim in _PARTITIONS.get(cls.kernel_class, {}).items():
+        if cls.dims.get(group) and cls.dims.get(dim):
+            return dim, group
     return None

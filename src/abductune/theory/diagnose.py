@@ -8,10 +8,11 @@ bundled record (roles, registers, shared memory, roofline) gives all of it.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..classify import classify, tile_dim
+from ..classify import classify, independent_dims, partitioned_dim, tile_dim, tile_dim_name
 from ..hardware import HardwareInfo
 from ..measurement import Measurement
 from ..problem import Problem
@@ -31,6 +32,15 @@ SMEM_RESERVED_PER_BLOCK = 1024
 
 # Roles that tile a reduced dimension (a loop inside a program) rather than the launch grid.
 REDUCTION_AXES = ("K", "R")
+
+# ABDUCTUNE_GRID_UNTILED=1: the launch grid also counts the independent dims no tile covers
+# (attention's batch x heads, a row-wise map's rows), attention's key tile as its loop, and a
+# MoE matmul's tokens tiled per expert (`grid_tiles`). Off by default: measured leave-one-kernel-
+# out on the zoo (benchmarks/results/session15/grid_model), it served MoE better zero-shot
+# (1.144 -> 1.082) but put the ranker's attention picks on configs that cannot compile (4 -> 9
+# of 10) and one MoE search behind (1.011 -> 1.056 at 16). Regenerate the shipped ranker
+# (`python -m abductune.heuristics.ranker_shipped`) under the setting it is served with.
+GRID_UNTILED = os.environ.get("ABDUCTUNE_GRID_UNTILED", "0") == "1"
 
 
 @dataclass(frozen=True)
@@ -96,9 +106,14 @@ def _tile_dim(role: str, cls: Any) -> int | None:
 
 
 def is_reduction_role(role: str, kernel_class: str) -> bool:
-    """True when a tile role walks a reduced dim inside a program (matmul K, a row's columns)."""
+    """True when a tile role walks a reduced dim inside a program (matmul K, a row's columns,
+    attention's keys)."""
     axis = role.split(":", 1)[1] if ":" in role else ""
     if axis in REDUCTION_AXES:
+        return True
+    # attention tiles its sequence twice: queries (tile:M) across the grid, keys (tile:N) in the
+    # loop each program runs over them, reducing the scores' softmax and P·V along it
+    if kernel_class == "attention" and axis == "N" and GRID_UNTILED:
         return True
     # a row kernel reduces along its columns: tile:N (the row length), a bare tile, or a tile
     # named for the dim itself (BLOCK_COLS, classify.tile_dim_name)
@@ -149,26 +164,59 @@ def _role_value(space: Space, config: Mapping[str, Any], role: str) -> Any:
 
 def grid_tiles(problem: Problem, space: Space, config: Mapping[str, Any]) -> tuple[int | None, dict[str, int]]:
     """(programs launched, tiles along each tiled dim) for `config`: the product of
-    ceil(dim / tile) over the grid (non-reduction) tile roles, times the split:K factor.
-    Row kernels without a rows-per-program parameter launch one program per row."""
+    ceil(dim / tile) over the grid (non-reduction) tile roles, times the split:K factor; a row
+    kernel with no grid tile launches one program per row, and where no tile covers a problem
+    dim the grid is unknown (None). With `GRID_UNTILED`, also times every independent dim that
+    no tile covers (`classify.independent_dims`: attention's batch x heads, a row kernel's rows,
+    tokens; one program per index), and a dim split among groups tiled apart (a MoE matmul's
+    tokens among its experts) is tiled per group."""
     cls = _classify(problem, space)
+    tiled = tiled_dims(problem, space)
+    if not tiled:
+        rows = cls.dims.get("rows") if cls.kernel_class == "row_reduction" else None
+        return (int(rows), {}) if rows else (None, {})
+    covered = {tile_dim_name(role, cls) for role in tiled} if GRID_UNTILED else set()
+    part = partitioned_dim(cls) if GRID_UNTILED else None
     along: dict[str, int] = {}
     grid = 1
     any_grid = False
-    for role, (name, dim, reduction) in tiled_dims(problem, space).items():
-        n = math.ceil(dim / int(config[name]))
+    for role, (name, dim, reduction) in tiled.items():
+        tile = int(config[name])
+        if part is not None and part[1] not in covered and tile_dim_name(role, cls) == part[0]:
+            # each group's share of the dim is tiled on its own; with top-k routing unknown,
+            # each token counts once, spread evenly over min(groups, tokens) groups
+            groups = min(int(cls.dims[part[1]]), dim)
+            n = groups * math.ceil(math.ceil(dim / groups) / tile)
+        else:
+            n = math.ceil(dim / tile)
         along[role] = n
         if not reduction:
             grid *= n
             any_grid = True
-    if not any_grid and cls.kernel_class == "row_reduction" and "rows" in cls.dims:
-        grid, any_grid = int(cls.dims["rows"]), True
+    if GRID_UNTILED:
+        extra = [k for k in independent_dims(cls) if k not in covered]
+    else:
+        extra = ["rows"] if not any_grid and cls.kernel_class == "row_reduction" and "rows" in cls.dims else []
+    for k in extra:
+        grid *= int(cls.dims[k])
+        any_grid = True
     if not any_grid:
         return None, along
     split = _role_value(space, config, "split:K")
     if isinstance(split, int) and split > 1:
         grid *= split
     return grid, along
+
+
+def tile_padding(problem: Problem, space: Space, config: Mapping[str, Any]) -> dict[str, float]:
+    """Per tile role, the share of its lanes past the end of its dim (`padding_waste`); a dim
+    split among groups (`grid_tiles`) is padded in every group."""
+    return _padding(tiled_dims(problem, space), grid_tiles(problem, space, config)[1], config)
+
+
+def _padding(tiled: Mapping[str, tuple[str, int, bool]], along: Mapping[str, int],
+             config: Mapping[str, Any]) -> dict[str, float]:
+    return {role: 1.0 - dim / (along[role] * int(config[name])) for role, (name, dim, _r) in tiled.items()}
 
 
 def smem_reserved(hw: HardwareInfo) -> int:
@@ -239,14 +287,15 @@ def classify_bound(ff: float | None, fb: float | None) -> str:
 
 def _output_tile_elems(problem: Problem, space: Space, config: Mapping[str, Any]) -> int | None:
     """Elements one program holds at a time: the product of its tile parameters, reduced dims
-    included only for row kernels (a chunk of a row is held, a K slice of a matmul is not)."""
+    included only for row kernels and attention (a chunk of a row and a block of scores are
+    held, a K slice of a matmul is not)."""
     dims = tiled_dims(problem, space)
     if not dims:
         return None
     cls = _classify(problem, space)
     elems = 1
     for role, (name, _dim, reduction) in dims.items():
-        if reduction and cls.kernel_class != "row_reduction":
+        if reduction and cls.kernel_class not in ("row_reduction", "attention"):
             continue
         elems *= int(config[name])
     return elems
@@ -273,8 +322,8 @@ def diagnose(measurement: Measurement, problem: Problem, space: Space,
         return Diagnosis(**facts)
 
     dims = tiled_dims(problem, space)
-    facts["padding"] = {role: padding_waste(dim, int(config[name])) for role, (name, dim, _r) in dims.items()}
     tiles, along = grid_tiles(problem, space, config)
+    facts["padding"] = _padding(dims, along, config)
     facts["tiles"], facts["tiles_along"] = tiles, along
 
     warps = _role_value(space, config, "warps")

@@ -7,13 +7,13 @@ from typing import Any, Mapping
 
 from ...problem import Problem
 from ...space import Config, Space
-from ..diagnose import Diagnosis, grid_tiles, padding_waste, tiled_dims
+from ..diagnose import Diagnosis, grid_tiles, tile_padding, tiled_dims
 from .base import (NEAR_ROOF, PADDING_BUSY_FLOOR, PADDING_MIN, Theory, _capped, _grid_roles, _keep, headroom, set_role,
                    step_roles)
 
 
 def _useful(problem: Problem, space: Space, config: Mapping[str, Any]) -> float:
-    return math.prod(1.0 - padding_waste(d, int(config[n])) for n, d, _r in tiled_dims(problem, space).values())
+    return math.prod(1.0 - w for w in tile_padding(problem, space, config).values())
 
 
 # 1. Padding waste
