@@ -77,12 +77,16 @@ def main() -> None:
     ap.add_argument("datasets", nargs="*", default=["bundled"],
                     help="files, folders, 'bundled', 'zoo' or 'zoo:<class or kernel>'")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--holdout", choices=("kernel", "shape"), default="kernel",
+                    help="what the theory, observed and ranker columns must not know: every shape of the "
+                         "scored kernel (leave-one-kernel-out, the figure that counts) or only the scored shape")
     args = ap.parse_args()
 
     from abductune.datasets.format import read_dataset
     from abductune.datasets.paths import expand_dataset_args
     from abductune.heuristics import seed_configs
     from abductune.heuristics.harvest import observation_from_dataset
+    from abductune.problem import Holdout
     from abductune.theory.store import packaged_book, predict
 
     book = packaged_book()
@@ -107,10 +111,11 @@ def main() -> None:
                 return None
             t = o.time_of(cfg)
             return "unrecorded" if t is None else ("ok" if math.isfinite(t) else "infeasible")
-        p = predict(pb, space, book=book, exclude=pb)
+        held = Holdout(pb, args.holdout)
+        p = predict(pb, space, book=book, exclude=held)
         near = nearest(pb, [x for x in obs if x.problem.kernel == pb.kernel and x is not o])
         near_cfg = near.ranked(1)[0] if near else None
-        rep = seed_configs(pb, space, pb.hardware, exclude=pb)
+        rep = seed_configs(pb, space, pb.hardware, exclude=held)
         observed, heur = first_seed(rep, "observed"), first_seed(rep, "registry")
         nv8 = nvidia_configs(pb, space, 8)
         nv8_ratios = [r for r in map(ratio, nv8) if r is not None]
@@ -148,7 +153,7 @@ def main() -> None:
                 summary[k][c] = stats
         print(f"| {k} | {len(rs)} | " + " | ".join(cells) + " |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
+        Path(args.json).write_text(json.dumps({"holdout": args.holdout, "rows": rows, "summary": summary}, indent=1))
         print(f"wrote {args.json}")
 
 
