@@ -36,6 +36,9 @@ def _int8int2(p):
 
 
 KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2}
+# the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
+RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
+            "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul")}
 
 
 def main() -> None:
@@ -49,7 +52,12 @@ def main() -> None:
             ds = read_dataset(f, strict=True)
             name, problem = fix(ds.problem)
             problem = replace(problem, kernel=name)
-            ds = replace(ds, problem=problem, meta={**ds.meta, "header_completed": "benchmarks/library_headers.py"})
+            release, op = RELEASES[d.name]
+            base = str(ds.meta.get('origin', d.name)).replace(' (through patch_triton)', '')
+            origin = (f"{release} (BSD-2-Clause): {base}, recorded through its public "
+                      f"op {op} under patch_triton, never copied")
+            ds = replace(ds, problem=problem, meta={**ds.meta, "origin": origin,
+                                                    "header_completed": "benchmarks/library_headers.py"})
             dest = out / name / f.name
             dest.parent.mkdir(parents=True, exist_ok=True)
             write_dataset(ds, dest)
