@@ -113,7 +113,11 @@ def test_close_calls_are_confirmed_by_interleaved_remeasurement_under_noise():
         _ev, res, rows = session_run(ds, 32, seeds=loo_seeds(ds), noise=noise, seed=seed)
         re_rows = [m for m in rows if m.kind == "remeasure"]
         confirms = [e for e in res.events if e["event"] == "test" and e.get("kind") == "remeasure"]
-        assert len(re_rows) == 2 * len(confirms)  # the incumbent and the candidate, each time
+        # the incumbent and the candidate, each time; a request the budget cut after its first
+        # row is the run's last row and logs no test
+        cut = len(re_rows) - 2 * len(confirms)
+        assert cut == 0 or (cut == 1 and re_rows[-1].id == max(m.id for m in rows)), (len(re_rows), len(confirms))
+        re_rows = re_rows[:2 * len(confirms)]
         for e in confirms:
             a, b = [m for m in re_rows if m.id in e["ids"]]
             assert a.id + 1 == b.id  # interleaved: one request, back to back

@@ -24,7 +24,13 @@ The loop, one small batch at a time:
    pairs that the measurements so far say matter), ranked by the additive model of log-time
    (main effects plus the strongest interactions). They compete with the hypotheses on one
    scale, so they fill a batch the theories cannot, and take over when no theory expects a
-   gain. A move that wins sends the engine back to step 2 at the new incumbent.
+   gain. A move that wins sends the engine back to step 2 at the new incumbent, where the
+   same move once more (`extend`, Hooke and Jeeves's pattern move) competes on that scale with
+   the gain it just showed times the credibility continuations earned in this run. Moves the
+   model cannot tell apart (values it has not seen) go coarse first, a single parameter moved
+   COARSE_STEP values before one, as pattern search polls; and a config that differs from a
+   measured one only in parameters that made no difference wherever this run varied them
+   alone (`_inert`: stages in a kernel with no loop) comes after every other test.
 5. *Fall back* when the neighbourhood is exhausted or `patience` tests in a row brought no
    win beyond noise: proposals from TPE (Optuna ask/tell), until one of them wins, which
    restarts the local loop there. With roles, half of each stalled batch still sweeps the
@@ -74,10 +80,10 @@ from another basin), `moves` (a test and the moves between configs).
 """
 from .ledger import DISTRUST_AFTER, EARN_TRUST, TRUST_MIN
 from .model import PAIR_MIN, PAIR_TERMS, Additive, latin_hypercube
-from .moves import COMPOSE, LOCAL_REACH, MODEL, POLL, START, TPE_TEST
+from .moves import COARSE_STEP, COMPOSE, EXTEND, LOCAL_REACH, MODEL, POLL, START, TPE_TEST
 from .planning import LOOKAHEAD, MAX_TPE_RETRIES, informative
 from .strategy import Abduction
 
-__all__ = ["Abduction", "Additive", "COMPOSE", "DISTRUST_AFTER", "EARN_TRUST", "LOCAL_REACH", "LOOKAHEAD",
-           "MAX_TPE_RETRIES", "MODEL", "PAIR_MIN", "PAIR_TERMS", "POLL", "START", "TPE_TEST", "TRUST_MIN",
-           "informative", "latin_hypercube"]
+__all__ = ["Abduction", "Additive", "COARSE_STEP", "COMPOSE", "DISTRUST_AFTER", "EARN_TRUST", "EXTEND",
+           "LOCAL_REACH", "LOOKAHEAD", "MAX_TPE_RETRIES", "MODEL", "PAIR_MIN", "PAIR_TERMS", "POLL", "START",
+           "TPE_TEST", "TRUST_MIN", "informative", "latin_hypercube"]

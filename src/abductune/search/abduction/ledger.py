@@ -8,7 +8,7 @@ from ...space import Config
 from ...theory.evidence import credibility
 from ...theory.library import BY_NAME
 from ..base import Proposals
-from .moves import COMPOSE, MODEL, START, TPE_TEST, _composition, _describe, _Test
+from .moves import COMPOSE, EXTEND, MODEL, START, TPE_TEST, _composition, _continuation, _describe, _Test
 
 # Exploration when the theories fail on a kernel (`_Engine._explore_slots`): after this many of
 # their tests here did not win, and while fewer than about one in three of their tests won
@@ -152,6 +152,7 @@ class RunLedger:
             return
         best = min(winners, key=lambda t: led.estimate(t.config))
         self._compose(inc, [t for t in winners if t is not best], best)
+        self._extend(inc, best)
         self.ctx.log("move", from_config=inc, to_config=best.config, theory=best.theory,
                      ids=led.ids(best.config) + led.ids(inc),
                      ratio=led.estimate(best.config) / led.estimate(inc))
@@ -168,6 +169,32 @@ class RunLedger:
                                         f"({_describe(self.space, inc, cfg)}), both supported"))
                 self.ctx.log("hypothesis", theory=COMPOSE, config=cfg, from_config=best.config,
                              reason=f"{best.theory} and {t.theory} both won on different parameters")
+
+    def _extend(self, inc: Config, best: _Test) -> None:
+        """Offer the winning move taken once more in the same direction (`_continuation`, a
+        pattern move as in Hooke and Jeeves): a slope that paid one step often pays the next,
+        and the additive model cannot say so (it holds the edge of what it has seen flat). It
+        competes with the theories' hypotheses at the new incumbent on one scale: expected gain
+        the gain the move just showed, times the credibility such continuations have earned in
+        this run. Not after a global proposal (TPE, the model, the start), whose jump is no
+        direction."""
+        self.extension = None
+        if best.theory in (TPE_TEST, MODEL, START):
+            return
+        cfg = _continuation(self.space, inc, best.config)
+        if cfg is None or not self.space.is_valid(cfg) or self.known(cfg):
+            return
+        shown = self.ledger.estimate(inc) / self.ledger.estimate(best.config) - 1.0
+        self.extension = _Test(EXTEND, cfg, shown, f"{EXTEND}: {_describe(self.space, best.config, cfg)}, the "
+                               f"{best.theory} move that won ({shown:.1%}), once more")
+
+    def _extensions(self) -> list[_Test]:
+        """The pending continuation of the last winning move (`_extend`), ranked by the gain that
+        move showed times this run's credibility of continuations."""
+        t = self.extension
+        if t is None or self.known(t.config):
+            return []
+        return [_Test(t.theory, t.config, max(t.gain, 0.0) * self.ledger.credibility(EXTEND), t.reason)]
 
     def _move(self, a: Config, b: Config) -> frozenset:
         """A move as parameter -> index steps (ordered) or new value (unordered)."""

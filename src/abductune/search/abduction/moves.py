@@ -12,7 +12,9 @@ POLL = "poll"  # finish: multi-parameter moves around the incumbent
 TPE_TEST = "tpe"  # model-based fallback proposal
 START = "start"
 MODEL = "model"  # generic mode: a Thompson-sampled proposal of the additive model, whole space
+EXTEND = "extend"  # a local move that won, taken once more in the same direction
 LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwise moves)
+COARSE_STEP = 2  # values a first probe along an unknown parameter moves: pattern search's largest step
 
 
 @dataclass
@@ -33,6 +35,20 @@ def _composition(inc: Config, a: Config, b: Config) -> Config | None:
     if not theirs or mine & set(theirs):
         return None
     return {**a, **theirs}
+
+
+def _continuation(space: Space, a: Config, b: Config) -> Config | None:
+    """The move a -> b taken once more from b (a pattern move, as in Hooke and Jeeves): each
+    ordered parameter steps again by the same number of values; one that would leave its range,
+    and every unordered one, keeps b's value. None when no parameter can step again."""
+    out, moved = dict(b), False
+    for p in space.params:
+        if a[p.name] == b[p.name] or not p.ordered:
+            continue
+        v = p.step(b[p.name], p.index(b[p.name]) - p.index(a[p.name]))
+        if v is not None:
+            out[p.name], moved = v, True
+    return out if moved else None
 
 
 def _changed(space: Space, a: Config, b: Config) -> int:

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from ...measurement import Measurement
-from ...space import Config
+from ...space import Config, Space
 from ...theory.diagnose import Diagnosis, diagnose
 from ...theory.evidence import NOISE_FLOOR
 from ...theory.generic import generic_moves
@@ -16,10 +16,26 @@ from ...theory.library import BY_NAME, hypotheses
 from ...theory import resources
 from ..pattern import poll_points
 from ..tpe import PENALTY, TPEModel, value
-from .moves import MODEL, POLL, TPE_TEST, _composition, _describe, _Test
+from .moves import COARSE_STEP, MODEL, POLL, TPE_TEST, _composition, _describe, _Test
 
 LOOKAHEAD = 12  # configs a batch names as likely next (compiled ahead by a live evaluator)
 MAX_TPE_RETRIES = 8  # TPE asks per slot before a random unmeasured config is taken instead
+
+
+def _coarse_first(space: Space, inc: Config, cfg: Config) -> float:
+    """Order of a local move among moves the model cannot tell apart: a single ordered parameter
+    moved COARSE_STEP values first, then one value, then everything else by distance. Where the
+    model knows nothing, one coarse probe per direction learns more than two fine ones, the
+    reason pattern search starts at its largest step; a fine step after it is still tried."""
+    changed = [p for p in space.params if cfg[p.name] != inc[p.name]]
+    if len(changed) == 1 and changed[0].ordered:
+        p = changed[0]
+        d = abs(p.index(cfg[p.name]) - p.index(inc[p.name]))
+        if d == COARSE_STEP:
+            return 0.0
+        if d == 1:
+            return 1.0
+    return 2.0 + space.distance(cfg, inc)
 
 
 def informative(diag: Diagnosis) -> bool:
@@ -58,7 +74,7 @@ class BatchPlanner:
         if self.inc is not None:
             while self.queue and len(tests) < b:
                 take(self.queue.pop(0))
-            hyps = self._hypotheses(self.inc)
+            hyps = sorted(self._hypotheses(self.inc) + self._extensions(), key=lambda t: -t.gain)
             if self.stale >= self.patience:  # stalled: only a theory that still expects a gain
                 for t in hyps:
                     if len(tests) < b and t.gain > 0:
@@ -68,10 +84,7 @@ class BatchPlanner:
                     # been wrong `patience` times here, so the neighbourhood is swept in order
                     near = sorted(self._local(self.inc), key=lambda t: self.space.distance(t.config, self.inc))
                     stop = len(tests) + max(1, (b - len(tests)) // 2)  # the other half: TPE
-                    for t in near:
-                        if len(tests) >= stop:
-                            break
-                        take(t)
+                    self._fill(near, stop, take, tests)
                 n_tpe = b - len(tests)
             else:
                 n_tpe = min(self.s.tpe_slots, b - len(tests)) if self.generic else 0
@@ -81,10 +94,7 @@ class BatchPlanner:
                     tests += self._model_tests(self._explore_slots(b - len(tests)), taken)
                 # theory hypotheses and finishing moves compete on one scale: log expected speed-up
                 pool = sorted(hyps + self._local(self.inc), key=lambda t: -t.gain)  # stable: theories first
-                for t in pool:
-                    if len(tests) >= b - n_tpe:
-                        break
-                    take(t)
+                self._fill(pool, b - n_tpe, take, tests)
         if len(tests) < b:  # neighbourhood exhausted or stalled: the model-based fallback
             fallback = self._tpe_tests(b - len(tests), taken)
             stalled = self.inc is not None and self.stale >= self.patience
@@ -96,6 +106,53 @@ class BatchPlanner:
                              configs=[t.config for t in fallback], swept=swept)
             tests += fallback
         return tests
+
+    def _inert(self) -> frozenset[str]:
+        """Parameters that have made no difference beyond noise wherever this run varied one
+        alone: every pair of measured configs that differ in it and nothing else is within the
+        ledger's noise threshold, and there is at least one such pair (num_stages in a kernel
+        with no loop, a group size with one row of tiles). What is inert at one incumbent may
+        not be at another, so this only orders tests (`_fill`), it forbids none."""
+        n = len(self.measured)
+        if self._inert_cache is not None and self._inert_cache[0] == n:
+            return self._inert_cache[1]
+        ok = [m.config for m in self.measured if m.ok]
+        led = self.ledger
+        inert = set()
+        for p in self.space.params:
+            groups: dict[tuple, list[Config]] = {}
+            for c in ok:  # configs equal in every other parameter
+                groups.setdefault(tuple(c[q.name] for q in self.space.params if q is not p), []).append(c)
+            pairs = [(a, b) for g in groups.values() for i, a in enumerate(g) for b in g[i + 1:]]
+            if pairs and all(abs(led.estimate(a) / led.estimate(b) - 1.0) <= led.threshold(a, b) for a, b in pairs):
+                inert.add(p.name)
+        self._inert_cache = (n, frozenset(inert))
+        return self._inert_cache[1]
+
+    def _same_time(self) -> Callable[[Config], tuple]:
+        """A config's values in the parameters that are not inert (`_inert`): two configs with
+        the same key would, as far as this run can tell, measure the same time."""
+        live = [p.name for p in self.space.params if p.name not in self._inert()]
+        return lambda c: tuple(c[n] for n in live)
+
+    def _fill(self, cands: Sequence[_Test], stop: int, take: Callable[[_Test], bool], tests: list[_Test]) -> None:
+        """Take `cands` in order until the batch holds `stop` tests. A near-duplicate, a config
+        whose only differences from one measured or already in this batch are inert parameters,
+        would measure a known time again: it waits until no other candidate is left."""
+        key = self._same_time()
+        seen = {key(m.config) for m in self.measured if m.ok} | {key(t.config) for t in tests}
+        later: list[_Test] = []
+        for t in cands:
+            if len(tests) >= stop:
+                return
+            if key(t.config) in seen:
+                later.append(t)
+            elif take(t):
+                seen.add(key(t.config))
+        for t in later:
+            if len(tests) >= stop:
+                return
+            take(t)
 
     def _speculate(self, tests: Sequence[_Test]) -> list[Config]:
         """What the next batch will likely hold, most likely first, for a live evaluator to
@@ -179,7 +236,8 @@ class BatchPlanner:
 
     def _local(self, inc: Config) -> list[_Test]:
         """Multi-parameter moves around the incumbent, ranked by the additive model's predicted
-        gain (nearer moves first on ties)."""
+        gain; on ties (values the model has not seen, which it holds level with the nearest it
+        has) coarse before fine, as pattern search polls (`_coarse_first`)."""
         sp = self.space
         model = self._model()
         cands: dict[tuple, Config] = {}
@@ -193,7 +251,8 @@ class BatchPlanner:
         cs = list(cands.values())
         pred = model.predict(cs)
         base = float(model.predict([inc])[0])
-        order = sorted(range(len(cs)), key=lambda i: (pred[i], sp.distance(cs[i], inc), i))
+        # ties: equal to 1e-9 in log time (sums of the same effects in another order)
+        order = sorted(range(len(cs)), key=lambda i: (round(float(pred[i]), 9), _coarse_first(sp, inc, cs[i]), i))
         return [_Test(POLL, cs[i], math.expm1(base - pred[i]),
                       f"{POLL}: {_describe(sp, inc, cs[i])} (model of {len(self.measured)} measurements)")
                 for i in order]

@@ -72,6 +72,7 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         self.inc: Config | None = None
         self.generic = False
         self.queue: list[_Test] = []  # composed hypotheses to test next
+        self.extension: _Test | None = None  # the last winning move once more (`_extend`)
         self.stale = 0  # tests since the last win beyond noise
         self.tpe: TPEModel | None = None
         # What TPE is told: seeds, the space-filling start, its own proposals and every
@@ -89,6 +90,7 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         self._imp: dict[str, float] = {}
         self._inter: dict[tuple[str, str], float] = {}
         self._pairs: list[tuple[str, str]] = []
+        self._inert_cache: tuple[int, frozenset[str]] | None = None  # (measurements, inert parameters)
         self.exhausted: list[Config] = []  # generic mode: incumbents where the local search stalled
         self._cannot_run: dict[tuple, str | None] = {}  # config key -> why it cannot launch (None: it can)
         self.distrusted = False  # the theories lost trust on this kernel (`_explore_slots`)

@@ -1,0 +1,134 @@
+"""The abduction engine's local moves (issue 27): a winning move is offered once more in the
+same direction, moves the model cannot rank go coarse first, and a config that differs from a
+measured one only in parameters that made no difference comes last."""
+from __future__ import annotations
+
+from strategy_fixtures import FakeEvaluator, measurement
+
+from abductune.search import Budget, make_strategy, run
+from abductune.search.abduction import COARSE_STEP, EXTEND, POLL, Abduction
+from abductune.search.abduction.moves import _continuation
+from abductune.search.abduction.strategy import _Engine
+from abductune.search.base import SearchContext
+from abductune.space import Choice, IntRange, Pow2, Space
+
+SPACE = Space([Pow2("BLOCK", 16, 1024), Pow2("GROUP", 1, 64), Choice("layout", ["row", "col"]),
+               IntRange("num_stages", 1, 4)])
+
+
+def _engine(times: dict[tuple, float]) -> _Engine:
+    """An engine that has measured `times` (config key -> ms) and nothing else."""
+    ctx = SearchContext(SPACE, 0, [], {}, 8)
+    eng = _Engine(Abduction(seed=0), ctx)
+    for key, t in times.items():
+        m = measurement(SPACE.from_key(key), t)
+        ctx._memo[key] = m
+        eng._note([m])
+    eng.inc = eng._best()
+    return eng
+
+
+def _key(block, group, layout, stages):
+    return SPACE.key({"BLOCK": block, "GROUP": group, "layout": layout, "num_stages": stages})
+
+
+def test_continuation_steps_each_ordered_parameter_again_and_stops_at_the_range():
+    a = {"BLOCK": 64, "GROUP": 4, "layout": "row", "num_stages": 2}
+    b = {"BLOCK": 256, "GROUP": 2, "layout": "col", "num_stages": 2}
+    # BLOCK moved two values up, GROUP one down: each again; the unordered layout keeps b's value
+    assert _continuation(SPACE, a, b) == {"BLOCK": 1024, "GROUP": 1, "layout": "col", "num_stages": 2}
+    # a parameter at the end of its range keeps its value; the others still step
+    c = {"BLOCK": 1024, "GROUP": 1, "layout": "col", "num_stages": 3}
+    assert _continuation(SPACE, b, c) == {"BLOCK": 1024, "GROUP": 1, "layout": "col", "num_stages": 4}
+    # nothing can step again (or only an unordered parameter moved): no continuation
+    assert _continuation(SPACE, {**c, "BLOCK": 512}, c) is None
+    assert _continuation(SPACE, {**b, "layout": "row"}, b) is None
+
+
+LINE = Space([IntRange("X", 1, 40), IntRange("Y", 1, 40)])
+
+
+def _slope(c):
+    """Faster with every step of X up to 40; Y best at 20."""
+    return 1.0 + 0.05 * (40 - c["X"]) + 0.05 * abs(c["Y"] - 20)
+
+
+def test_a_winning_move_is_offered_once_more_and_pays_on_a_slope():
+    res = run(make_strategy("abduction", seed=0), FakeEvaluator(LINE, _slope), Budget(30))
+    events = res.events
+    extends = [i for i, e in enumerate(events) if e["event"] == "test" and e.get("theory") == EXTEND
+               and "kind" not in e]
+    assert extends, "a winning local move should have been offered once more"
+    for i in extends:
+        # the move it continues is the last one before it, and it is that move once more
+        mv = [e for e in events[:i] if e["event"] == "move"][-1]
+        assert events[i]["config"] == _continuation(LINE, mv["from_config"], mv["to_config"])
+    won = [e for e in events if e["event"] == "verdict" and e["theory"] == EXTEND and e["outcome"] == "supported"]
+    assert won, "on a slope a continuation should win"
+
+
+def test_no_continuation_after_a_jump_of_the_global_proposals():
+    eng = _engine({_key(64, 4, "row", 1): 2.0, _key(1024, 1, "col", 4): 1.0})
+    from abductune.search.abduction.moves import MODEL, TPE_TEST, _Test
+
+    for theory in (TPE_TEST, MODEL):
+        eng._extend(SPACE.from_key(_key(64, 4, "row", 1)), _Test(theory, SPACE.from_key(_key(256, 2, "row", 1))))
+        assert eng.extension is None and eng._extensions() == []
+    eng._extend(SPACE.from_key(_key(64, 4, "row", 1)), _Test(POLL, SPACE.from_key(_key(1024, 1, "col", 4))))
+    assert eng.extension is None  # nothing can step again (1024 and 1 are the ends, stages too)
+
+
+def test_moves_the_model_cannot_rank_go_coarse_first():
+    """One measurement: the model predicts every move level, so the first probes move a single
+    ordered parameter COARSE_STEP values (both directions where the range allows), then one."""
+    inc = {"BLOCK": 128, "GROUP": 4, "layout": "row", "num_stages": 2}
+    eng = _engine({SPACE.key(inc): 1.0})
+    tests = eng._local(inc)
+    assert tests and all(t.theory == POLL and t.gain == 0.0 for t in tests)
+
+    def step(cfg):
+        changed = [p for p in SPACE.params if cfg[p.name] != inc[p.name]]
+        if len(changed) != 1 or not changed[0].ordered:
+            return None
+        p = changed[0]
+        return abs(p.index(cfg[p.name]) - p.index(inc[p.name]))
+    steps = [step(t.config) for t in tests]
+    coarse = steps.count(COARSE_STEP)
+    assert coarse == 5  # BLOCK 32 and 512, GROUP 1 and 16, num_stages 4 (0 is out of range)
+    assert steps[:coarse] == [COARSE_STEP] * coarse
+    fine = steps.count(1)
+    assert steps[coarse:coarse + fine] == [1] * fine and fine == 6  # then one value, every ordered parameter
+    # a move the model can rank still goes by the model: a measured slower BLOCK puts its side last
+    eng = _engine({SPACE.key(inc): 1.0, SPACE.key({**inc, "BLOCK": 64}): 2.0})
+    first = eng._local(inc)[0].config
+    assert first["BLOCK"] >= 128
+
+
+def test_a_parameter_that_made_no_difference_is_inert_and_its_moves_come_last():
+    eng = _engine({_key(128, 4, "row", 1): 1.000, _key(128, 4, "row", 2): 1.003,  # stages: within noise
+                   _key(256, 4, "row", 1): 1.300})  # BLOCK: a real difference
+    assert eng._inert() == frozenset({"num_stages"})
+    key = eng._same_time()
+    assert key({"BLOCK": 128, "GROUP": 4, "layout": "row", "num_stages": 4}) == key(SPACE.from_key(_key(128, 4, "row", 1)))
+    assert key({"BLOCK": 128, "GROUP": 8, "layout": "row", "num_stages": 1}) != key(SPACE.from_key(_key(128, 4, "row", 1)))
+    # one pair beyond noise is enough to keep a parameter live; none at all says nothing
+    eng = _engine({_key(128, 4, "row", 1): 1.0, _key(128, 4, "row", 2): 1.0, _key(128, 4, "row", 3): 1.2})
+    assert eng._inert() == frozenset()
+    assert _engine({_key(128, 4, "row", 1): 1.0})._inert() == frozenset()
+
+
+def test_a_batch_takes_no_near_duplicate_while_other_moves_remain():
+    """num_stages made no difference: a stages move ranked first would measure a known time
+    again, and so would two configs in one batch that differ only in stages; the batch takes
+    other moves instead."""
+    inc = {"BLOCK": 128, "GROUP": 4, "layout": "row", "num_stages": 1}
+    eng = _engine({SPACE.key(inc): 1.0, SPACE.key({**inc, "num_stages": 2}): 1.0,
+                   SPACE.key({**inc, "BLOCK": 64}): 1.2, SPACE.key({**inc, "layout": "col"}): 1.1})
+    assert eng._inert() == frozenset({"num_stages"})
+    key = eng._same_time()
+    measured = {key(m.config) for m in eng.measured}
+    ranked = [t.config for t in sorted(eng._local(inc), key=lambda t: -t.gain)]
+    assert key(ranked[0]) in measured  # what the model's order alone would measure first
+    batch = [t.config for t in eng._next_tests()]
+    keys = [key(c) for c in batch]
+    assert len(batch) == eng.s.batch and not set(keys) & measured and len(set(keys)) == len(keys)
