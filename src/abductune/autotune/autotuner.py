@@ -1,20 +1,16 @@
 """The `Autotuner` that `@abductune.autotune` returns, and `autotune()`, the decorator factory: the
 call path of a drop-in for `@triton.autotune`, readable here as Triton's `runtime/autotuner.py`.
 
-Where things happen: `Autotuner.run` builds the in-memory key and launches (the hit path, one
-dict lookup); `Autotuner._miss` builds the Problem and Context (keys.py), reads the store
-(`_stored_choice`), and otherwise `_tune`s: one `Session` over the call as an evaluator
-(evaluation.py: an `InProcessEvaluator` on the caller's tensors, or with isolate=True a
-measuring worker, isolation.py), so every measurement is stored and the winner is judged in one
-place (session.py). What a key launches is a `Choice` (choices.py); configs and spaces convert
-in configs.py; worker processes fill Triton's cache (compiling.py); the decorator's arguments are
-checked and set when an Autotuner is built (arguments.py).
+`run` builds the in-memory key and launches (the hit path); `_miss` builds the Problem and
+Context (keys.py), reads the store, else `_tune`s: one `Session` over the call (evaluation.py, or
+isolation.py's worker with isolate=True), so every measurement is stored and judged in one place.
+Also: `Choice` (choices.py), config conversion (configs.py), compile workers (compiling.py),
+argument checks (arguments.py), ranks of one job agreeing (keys.py, ranks.py).
 
-It is a subclass of Triton's own `Autotuner` and keeps its attributes and call protocol (`fn`,
-`configs`, `keys`, `cache`, `best_config`, `configs_timings`, `nargs`, `run`, `warmup`,
-`prune_configs`, the hooks), so what checks `isinstance(kernel, triton.runtime.Autotuner)` (a
-library's `@libentry()`, torch.compile) or wraps it (`@triton.heuristics`) keeps working;
-`patch_triton` (patch.py) builds one wherever Triton's would be built.
+A subclass of Triton's `Autotuner` keeping its attributes and call protocol (`fn`, `configs`,
+`keys`, `cache`, `best_config`, `configs_timings`, `nargs`, `run`, `warmup`, the hooks), so
+`isinstance` checks (`@libentry()`, torch.compile) and wrappers (`@triton.heuristics`) keep
+working; `patch_triton` (patch.py) builds one wherever Triton's would be built.
 """
 from __future__ import annotations
 
