@@ -50,7 +50,7 @@ CASES = {
 }
 
 INTERPRET_SCRIPT = textwrap.dedent("""
-    import json, math, sys
+    import json, sys
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter
@@ -71,6 +71,7 @@ INTERPRET_SCRIPT = textwrap.dedent("""
 
     import torch
     from abductune import kernels
+    from zoo_fixtures import check_configs
     results = []
     for name, groups in json.loads(sys.argv[1]).items():
         spec = kernels.get(name)
@@ -82,17 +83,7 @@ INTERPRET_SCRIPT = textwrap.dedent("""
                     g = torch.Generator().manual_seed(2)
                     e = torch.randint(107, 148, inputs[2].shape, generator=g, dtype=torch.int32)
                     inputs = (inputs[0], inputs[1], e.to(torch.uint8))
-                ref = spec.reference(inputs)
-                for cfg in configs + [None]:
-                    out = spec.alloc_output(problem, inputs)
-                    out.fill_(float("nan"))  # an element the kernel forgets to write fails the check
-                    if cfg is None:
-                        spec.torch_baseline(inputs, out)
-                    else:
-                        spec.launch(cfg, inputs, out)
-                    ok, err = spec.check(out, ref)
-                    results.append({"kernel": name, "dims": dims, "config": cfg, "wide": wide, "ok": ok,
-                                    "rel_err": err if math.isfinite(err) else None, "dtype": str(out.dtype)})
+                results += check_configs(spec, problem, inputs, configs, kernel=name, dims=dims, wide=wide)
     print("RESULTS" + json.dumps(results))
 """)
 

@@ -41,7 +41,7 @@ CASES = {
 }
 
 INTERPRET_SCRIPT = textwrap.dedent("""
-    import json, math, sys
+    import json, sys
     import numpy as np
     import triton.language as tl
     from triton.runtime import interpreter
@@ -50,23 +50,14 @@ INTERPRET_SCRIPT = textwrap.dedent("""
     widen_bf16_dot()  # bf16 tl.dot is exact on the CPU
 
     from abductune import kernels
+    from zoo_fixtures import check_configs
     results = []
     for name, groups in json.loads(sys.argv[1]).items():
         spec = kernels.get(name)
         for dims, configs in groups:
             problem = spec.problem(dims)
             inputs = spec.make_inputs(problem, device="cpu", seed=1)
-            ref = spec.reference(inputs)
-            for cfg in configs + [None]:
-                out = spec.alloc_output(problem, inputs)
-                out.fill_(float("nan"))  # an element the kernel forgets to write fails the check
-                if cfg is None:
-                    spec.torch_baseline(inputs, out)
-                else:
-                    spec.launch(cfg, inputs, out)
-                ok, err = spec.check(out, ref)
-                results.append({"kernel": name, "dims": dims, "config": cfg, "ok": ok,
-                                "rel_err": err if math.isfinite(err) else None, "dtype": str(out.dtype)})
+            results += check_configs(spec, problem, inputs, configs, kernel=name, dims=dims)
     print("RESULTS" + json.dumps(results))
 """)
 

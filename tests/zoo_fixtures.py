@@ -31,6 +31,27 @@ LAUNCH_SCRIPT = textwrap.dedent("""
 """)
 
 
+def check_configs(spec: object, problem: object, inputs: tuple, configs: list, **tags: object) -> list[dict]:
+    """In a child: each config, then the torch baseline (config None), run on an output filled
+    with NaN (an element the kernel forgets to write fails the check) and checked against the
+    reference; one row each, with `tags` added."""
+    import math
+
+    ref = spec.reference(inputs)
+    rows = []
+    for cfg in list(configs) + [None]:
+        out = spec.alloc_output(problem, inputs)
+        out.fill_(float("nan"))
+        if cfg is None:
+            spec.torch_baseline(inputs, out)
+        else:
+            spec.launch(cfg, inputs, out)
+        ok, err = spec.check(out, ref)
+        rows.append({**tags, "config": cfg, "ok": ok, "rel_err": err if math.isfinite(err) else None,
+                     "dtype": str(out.dtype)})
+    return rows
+
+
 def run_child(script: str, arg: object, tmp_path: Path, **env: str) -> list[dict]:
     """`script` run with `arg` as JSON in argv[1]; its RESULTS. The interpreter only where
     `env` asks for it (an outer TRITON_INTERPRET would turn a compile check into a no-op)."""
