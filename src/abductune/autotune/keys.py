@@ -340,7 +340,7 @@ def tuning_lock(tuner: Any, store: Store, ctx: Context, budget: Any = None,
     torch.distributed runs a job of several ranks, the job's claim (ranks.py), so that one
     rank of all the machines tunes. `stored()` says whether the store file holds a winner
     by then (a process on this machine finished it): then no rank is asked."""
-    from .ranks import across_ranks, agreement_mode
+    from .ranks import across_ranks, agreement_mode, wait_until
 
     mode = agreement_mode()
     if mode == "off":
@@ -353,19 +353,16 @@ def tuning_lock(tuner: Any, store: Store, ctx: Context, budget: Any = None,
     token = [{"__autotune__": ctx.problem_key}]
     me = -os.getpid()
     t0 = time.perf_counter()
-    delay = 0.02
-    told = False
-    while not store.claim(ctx, token, me)[0]:
-        if time.perf_counter() - t0 > tuner.wait_timeout_s:
-            log.warning("%s: waited %.0fs for another process tuning this key; tuning here", tuner.name,
-                        tuner.wait_timeout_s)
-            break
-        if not told:
+    told = [False]
+
+    def waiting() -> None:
+        if not told[0]:
             log.info("%s: another process is tuning this key; waiting for its winner", tuner.name)
-            told = True
-        time.sleep(delay)
-        delay = min(delay * 2, 0.5)
-    if told:
+            told[0] = True
+    if not wait_until(lambda: store.claim(ctx, token, me)[0], tuner.wait_timeout_s, waiting):
+        log.warning("%s: waited %.0fs for another process tuning this key; tuning here", tuner.name,
+                    tuner.wait_timeout_s)
+    if told[0]:
         tuner.stats["waited_s"] += time.perf_counter() - t0
     try:
         with across_ranks(tuner, store, ctx, budget, stored, mode):

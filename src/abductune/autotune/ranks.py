@@ -133,21 +133,20 @@ def _wait(tuner: Any, kv: Any, base: str) -> dict[str, Any] | None:
     """The winner another rank published for `base`, or None after `wait_timeout_s` (its claimer
     died or is still tuning) or when the store cannot be reached."""
     t0 = time.perf_counter()
-    delay, told, who = 0.02, False, "another rank"
+    seen = {"told": False, "who": "another rank"}
+
+    def waiting() -> None:
+        if not seen["told"] or seen["who"] == "another rank":  # the claimer names itself right after its claim
+            if kv.check([f"{base}/claimer"]):
+                seen["who"] = _text(kv.get(f"{base}/claimer"))
+        if not seen["told"]:
+            log.info("%s: %s of this job is tuning this key; waiting for its winner", tuner.name, seen["who"])
+            seen["told"] = True
     try:
-        while not kv.check([f"{base}/winner"]):
-            if time.perf_counter() - t0 > tuner.wait_timeout_s:
-                log.warning("%s: waited %.0fs for %s tuning this key; tuning here", tuner.name,
-                            tuner.wait_timeout_s, who)
-                return None
-            if not told or who == "another rank":  # the claimer names itself right after its claim
-                if kv.check([f"{base}/claimer"]):
-                    who = _text(kv.get(f"{base}/claimer"))
-            if not told:
-                log.info("%s: %s of this job is tuning this key; waiting for its winner", tuner.name, who)
-                told = True
-            time.sleep(delay)
-            delay = min(delay * 2, 0.5)
+        if not wait_until(lambda: bool(kv.check([f"{base}/winner"])), tuner.wait_timeout_s, waiting):
+            log.warning("%s: waited %.0fs for %s tuning this key; tuning here", tuner.name,
+                        tuner.wait_timeout_s, seen["who"])
+            return None
         return json.loads(_text(kv.get(f"{base}/winner")))
     except Exception as e:  # noqa: BLE001 - the store (the rank hosting it) went away
         log.warning("%s: lost the job's store while waiting for another rank's winner (%s); tuning here",
@@ -155,6 +154,21 @@ def _wait(tuner: Any, kv: Any, base: str) -> dict[str, Any] | None:
         return None
     finally:
         tuner.stats["waited_s"] += time.perf_counter() - t0
+
+
+def wait_until(ready: Callable[[], bool], timeout_s: float, waiting: Callable[[], None]) -> bool:
+    """Poll `ready` (20 ms, doubling to 0.5 s), calling `waiting()` before each pause, until it
+    is true (True) or `timeout_s` has passed (False). The wait of both claims: the store file's
+    (keys.tuning_lock, processes of one machine) and the job's (ranks of several)."""
+    t0 = time.perf_counter()
+    delay = 0.02
+    while not ready():
+        if time.perf_counter() - t0 > timeout_s:
+            return False
+        waiting()
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+    return True
 
 
 def _text(v: Any) -> str:
