@@ -9,7 +9,19 @@ Run on a GPU machine, from the repository root, with the library installed:
 """
 from __future__ import annotations
 
+import os
+
 import torch
+
+
+def _pick(items: tuple) -> tuple:
+    """The shapes to record in this run: all, or those `LIBRARY_CALLS_PICK=0,2` names by index
+    (record mode writes a key only when its tuning ends, so a long recording is split across
+    device calls by shape)."""
+    pick = os.environ.get("LIBRARY_CALLS_PICK", "").strip()
+    if not pick:
+        return items
+    return tuple(items[int(i)] for i in pick.split(","))
 
 
 def _check(name: str, got: torch.Tensor, want: torch.Tensor, tol: float) -> None:
@@ -59,8 +71,8 @@ def liger_moe() -> None:
     from liger_kernel.ops.fused_moe import LigerFusedMoEFunction
 
     g = torch.Generator(device="cuda").manual_seed(0)
-    for tokens, experts, hidden, inter, topk in ((2048, 8, 4096, 14336, 2), (4096, 60, 2048, 1408, 4),
-                                                 (4096, 64, 2048, 1024, 8), (1024, 8, 4096, 5120, 2)):
+    for tokens, experts, hidden, inter, topk in _pick(((2048, 8, 4096, 14336, 2), (4096, 60, 2048, 1408, 4),
+                                                       (4096, 64, 2048, 1024, 8), (1024, 8, 4096, 5120, 2))):
         x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g) * 0.1
         w1 = torch.randn(experts, 2 * inter, hidden, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02
         w2 = torch.randn(experts, hidden, inter, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02
@@ -77,3 +89,16 @@ def liger_moe() -> None:
                 act = torch.nn.functional.silu(gu[:inter]) * gu[inter:]
                 ref[t] += float(top_w[t, j]) * (w2[e].float() @ act)
         _check(f"moe T={tokens} E={experts} H={hidden} I={inter}", out[rows], ref, 5e-2)
+
+
+def flaggems_mm() -> None:
+    """FlagGems' general matmul (`flag_gems.mm`: a `libtuner` over its own list, keyed by M, N, K
+    and two strides): bf16 serving and training shapes, skinny to square, one awkward M."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for m, n, k in _pick(((16, 4096, 4096), (256, 14336, 4096), (1000, 4096, 4096), (4096, 4096, 4096),
+                          (2048, 4096, 14336))):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        _check(f"flaggems mm {m}x{n}x{k}", flag_gems.mm(a, b), a.float() @ b.float(), 2e-2)
