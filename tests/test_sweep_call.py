@@ -96,3 +96,48 @@ def test_sweep_needs_one_of_kernel_or_call_and_a_call_that_tunes_nothing_says_so
     assert r.returncode == 2 and "no @triton.autotune kernel was tuned" in r.stderr
     r = _sweep(tmp_path, "--call", "nosuchmodule:run", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "--call 'nosuchmodule:run'" in r.stderr
+
+
+LIBRARY_TWO = LIBRARY + textwrap.dedent('''
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 32}, num_warps=1), triton.Config({"BLOCK": 64}, num_warps=1)],
+                     key=["n"])
+    @triton.jit
+    def scale_kernel(x, out, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out + offs, tl.load(x + offs, mask=m) * 2.0, mask=m)
+
+
+    def scale(x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        scale_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+        return out
+''')
+
+CALLER_TWO = textwrap.dedent('''
+    import torch
+
+
+    def run():
+        import thirdparty
+        x, y = torch.randn(1000), torch.randn(1000)
+        assert torch.allclose(thirdparty.add(x, y), x + y)
+        assert torch.allclose(thirdparty.scale(x), 2 * x)
+''')
+
+
+def test_sweep_call_only_records_the_named_kernels_and_the_others_still_run(tmp_path):
+    (tmp_path / "thirdparty.py").write_text(LIBRARY_TWO)
+    (tmp_path / "caller.py").write_text(CALLER_TWO)
+    out = tmp_path / "out"
+    r = _sweep(tmp_path, "--call", "caller:run", "--out", str(out), "--only", "scale_kernel")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["scale_kernel"]  # add_kernel tuned its list, unrecorded
+    assert [p.name for p in (out / "scale_kernel").glob("*.jsonl.gz")] == ["n1000.jsonl.gz"]
+    r = _sweep(tmp_path, "--call", "caller:run", "--out", str(tmp_path / "o2"), "--only", "nosuch")
+    assert r.returncode == 2 and "no kernel named nosuch was tuned" in r.stderr
+    assert "add_kernel" in r.stderr and "scale_kernel" in r.stderr  # what it did reach
+    r = _sweep(tmp_path, "--kernel", "matmul", "--out", str(tmp_path / "o3"), "--only", "x")
+    assert r.returncode == 2 and "--only goes with --call" in r.stderr

@@ -76,6 +76,8 @@ class Autotuner(TritonAutotuner):
             return
         try:
             options = {**patch.options, **options}
+            if patch.record_only and python_fn(fn, any_wrapper=True).__name__ not in patch.record_only:
+                options.pop("record", None)  # not one the sweep records: it tunes its own list
             if not configs and options.get("space") is None:
                 raise AbductuneError("no configs: nothing to tune (Triton launches its default config)")
             self._setup(*triton_args, **triton_kw, **options)

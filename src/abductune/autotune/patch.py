@@ -157,6 +157,7 @@ class TritonPatch:
     options: dict[str, Any] = field(default_factory=dict)
     exclude: tuple[Any, ...] = ()
     report_at_exit: bool | None = None
+    record_only: tuple[str, ...] = ()  # with `record`: the kernels (by function name) to record
     autotuners: list[Autotuner] = field(default_factory=list)  # built while the patch was on
     left_alone: list[tuple[str, str]] = field(default_factory=list)
     _kept: Any = field(default_factory=weakref.WeakSet)  # the instances left alone
@@ -306,7 +307,7 @@ def _option_names() -> set[str]:
 
 
 def patch_triton(*, exclude: Iterable[Any] | Sequence[Any] = (), report_at_exit: bool | None = None,
-                 **options: Any) -> TritonPatch:
+                 record_only: Iterable[str] = (), **options: Any) -> TritonPatch:
     """Make every Triton autotuner built from now on abductune's: `triton.autotune` kernels, an
     `Autotuner` built directly, and libraries' subclasses of it (fla's `CachedAutotuner`,
     FlagGems' `LibTuner`), with `options` (abductune's keyword options: store, budget, bucket,
@@ -314,9 +315,14 @@ def patch_triton(*, exclude: Iterable[Any] | Sequence[Any] = (), report_at_exit:
     their modules after patching). `exclude`: classes (or their names) to leave alone.
     `report_at_exit`: print `report()` at exit (default: when ABDUCTUNE_PRINT_AUTOTUNING=1; a
     log line at INFO otherwise). Reversible: `p = patch_triton(); ...; p.undo()`, or
-    `with abductune.patch_triton(store=...): import their_kernels`."""
+    `with abductune.patch_triton(store=...): import their_kernels`. With `record=DIR`,
+    `record_only` names the kernels (their functions' names) to record; the others tune their
+    own list as usual."""
     unknown = sorted(set(options) - _option_names())
     if unknown:
         raise AbductuneError(f"patch_triton: unknown option {', '.join(unknown)}; abductune's options are "
                              f"{', '.join(sorted(_option_names()))}")
-    return TritonPatch(dict(options), tuple(exclude), report_at_exit).apply()
+    record_only = tuple(record_only)
+    if record_only and options.get("record") is None:
+        raise AbductuneError("patch_triton: record_only names kernels to record, but no record=DIR is given")
+    return TritonPatch(dict(options), tuple(exclude), report_at_exit, record_only=record_only).apply()

@@ -55,6 +55,8 @@ def import_cmd(source: str, out: str, kernel_class: str | None, dims: str | None
 @click.option("--call", default=None, help="module:function that calls third-party @triton.autotune kernels (a "
               "library's public op on your shapes): it runs under patch_triton, and every key that would be tuned "
               "records the space grown around the kernel's own config list instead.")
+@click.option("--only", default=None, metavar="NAMES", help="With --call: record only these kernels (their "
+              "functions' names, comma-separated); the others tune their own list as usual.")
 @click.option("--shapes", default=None, help="'M=16,N=4096,K=4096;...' (default: the suite's shapes).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--workers", type=int, default=None, help="Parallel compile processes (default: CPUs).")
@@ -64,7 +66,8 @@ def import_cmd(source: str, out: str, kernel_class: str | None, dims: str | None
                    "'auto' (the cluster `ray start` made) or its address. Needs the fleet extra.")
 @click.option("--ray-workers", type=int, default=None, help="With --ray: how many GPU workers (default: all).")
 def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir: str, workers: int | None,
-              limit: int | None, ray_address: str | None = None, ray_workers: int | None = None) -> None:
+              limit: int | None, ray_address: str | None = None, ray_workers: int | None = None,
+              only: str | None = None) -> None:
     """Measure every config of a kernel for a list of shapes into datasets (resumable)."""
     if ray_address is None:
         require_gpu_stack()  # before anything: without torch and triton nothing below can run
@@ -77,8 +80,11 @@ def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir:
         if shapes or workers or limit:
             raise AbductuneError("--shapes, --workers and --limit go with --kernel; with --call the function's "
                                  "own calls choose the shapes")
-        _sweep_call(call, out_dir)
+        _sweep_call(call, out_dir, only)
         return
+    if only is not None:
+        raise AbductuneError("--only goes with --call (the kernels its function reaches); with --kernel the "
+                             "kernel is already named")
     from .. import kernels
     from ..hardware import local_hardware
     from ..sweep import parse_shapes, sweep
@@ -140,8 +146,9 @@ def _sweep_on_fleet(address: str, ray_workers: int | None, kernel: str, shape_li
         output.console.print(f"wrote {p}")
 
 
-def _sweep_call(call: str, out_dir: str) -> None:
-    """`sweep --call`: import and run `module:function` under `patch_triton(record=out_dir)`."""
+def _sweep_call(call: str, out_dir: str, only: str | None = None) -> None:
+    """`sweep --call`: import and run `module:function` under `patch_triton(record=out_dir)`
+    (recording only the kernels `only` names, when given)."""
     from ..autotune import patch_triton
     from ..kernels import _import_user_module
 
@@ -149,7 +156,10 @@ def _sweep_call(call: str, out_dir: str) -> None:
     if not mod_name or not fn_name:
         raise AbductuneError(f"--call {call!r}: write it as module:function")
     dir_creatable(out_dir, "--out")
-    with patch_triton(record=out_dir) as patch:  # the module (and the library it imports) is decorated now
+    names = tuple(n.strip() for n in (only or "").split(",") if n.strip())
+    if only is not None and not names:
+        raise AbductuneError("--only names no kernel; write --only kernel_a,kernel_b")
+    with patch_triton(record=out_dir, record_only=names) as patch:  # the module (and the library it imports) is decorated now
         try:
             fn = getattr(_import_user_module(mod_name), fn_name)
         except (ImportError, AttributeError) as e:
@@ -161,6 +171,10 @@ def _sweep_call(call: str, out_dir: str) -> None:
             raise Interrupted(_sweep_interrupted_note(out_dir)) from None
     paths = [p for tuner in patch.autotuners for p in tuner.recorded]
     if not paths:
+        if names:
+            raise AbductuneError(f"--call {call!r} ran, but no kernel named {', '.join(names)} was tuned; the "
+                                 "kernels it reached: " + (", ".join(sorted({t.base_fn.__name__ for t in
+                                                                              patch.autotuners})) or "none"))
         raise AbductuneError(f"--call {call!r} ran, but no @triton.autotune kernel was tuned: import the library "
                              "inside the function or its module (after the patch), and call an op that reaches one "
                              "with a key not already stored")
