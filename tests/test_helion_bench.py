@@ -1,12 +1,17 @@
-"""benchmarks/gpu/helion_bench.py's driver on a CPU (`--dry-run`: made-up rows, no torch): the
+"""benchmarks/gpu/helion_bench.py on a CPU. The driver (`--dry-run`: made-up rows, no torch): the
 side-by-side re-timing lands in every row of its kernel and shape, a reused quick row keeps its
-wall and says where it came from, and the table's ratios use the re-timed kernel times."""
+wall and says where it came from, the table's ratios use the re-timed kernel times, lanes spread
+over GPUs, a child past its deadline is killed with its rows kept. The `--cpu` smoke path: real
+searches in Triton's interpreter, one benchmark worker for two searches."""
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "gpu" / "helion_bench.py"
@@ -46,3 +51,72 @@ def test_retime_and_reused_quick_rows(tmp_path):
 def test_reuse_quick_requires_retime(tmp_path):
     r = _run(tmp_path, "--kernels", "softmax", "--shapes", "1", "--reuse-quick", str(tmp_path / "x.json"))
     assert r.returncode != 0 and "--reuse-quick needs --retime" in r.stderr
+
+
+def test_lanes_on_several_gpus(tmp_path):
+    """--gpus 2: Helion's long searches get a lane per kernel, abductune's searches (one shape a
+    kernel) share one process (their place in it recorded), each lane has a GPU; the table
+    counts the workers each mode started."""
+    r = _run(tmp_path, "--kernels", "matmul,softmax", "--shapes", "1", "--modes", "none,abductune,quick",
+             "--gpus", "2", "--retime", "3")
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads((tmp_path / "b.json").read_text())
+    lanes = {x["lane"]: x for x in d["lanes"]}
+    assert set(lanes) == {"quick#0", "quick#1", "abductune#0", "none#0"}
+    assert {x["gpu"] for x in d["lanes"]} == {"0", "1"} and not d["not_reached"]
+    abd = sorted((x for x in d["rows"] if x["mode"] == "abductune"), key=lambda x: x["search_index"])
+    assert [x["search_index"] for x in abd] == [0, 1] and len({x["lane"] for x in abd}) == 1
+    assert all(x.get("retimed_ms") for x in d["rows"]) and len(d["rows"]) == 6
+    assert "abductune: 1 benchmark worker(s) started in 2 search(es)" in r.stdout
+    assert "quick: 2 benchmark worker(s) started in 2 search(es)" in r.stdout
+    assert "geomean over searches after the first in their process: 0.200 (1)" in r.stdout
+
+
+def _bench_module():
+    pytest.importorskip("torch", reason="Helion needs torch")
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import helion_bench
+    except ImportError as e:
+        pytest.skip(f"Helion does not import here ({type(e).__name__}: {e})")
+    return helion_bench
+
+
+def test_a_child_past_its_deadline_is_killed_and_its_rows_kept(tmp_path, monkeypatch):
+    hb = _bench_module()
+    fake = tmp_path / "child.py"
+    fake.write_text("import json, time\nprint(json.dumps({'kernel': 'matmul', 'shape': [1], 'mode': 'quick'}), "
+                    "flush=True)\ntime.sleep(60)\n")
+    monkeypatch.setattr(hb, "__file__", str(fake))
+    got: list = []
+    t0 = time.perf_counter()
+    err = hb.run_child({}, {}, 3.0, got.append)
+    assert time.perf_counter() - t0 < 30
+    assert err == "killed at its deadline (3 s)" and got == [{"kernel": "matmul", "shape": [1], "mode": "quick"}]
+
+
+def test_cpu_smoke_keeps_one_worker_across_searches(tmp_path):
+    """The real thing on a CPU: Triton's interpreter, Helion's own benchmark worker (timed by
+    the injected CPU timer), two abductune searches in one process: one worker started."""
+    _bench_module()
+    r = subprocess.run([sys.executable, str(SCRIPT), "--cpu", "--modes", "abductune", "--shapes", "2",
+                        "--evaluations", "2", "--out", str(tmp_path / "c.json")],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
+    assert [x.get("error") for x in rows] == [None, None], rows
+    assert [x["search_index"] for x in rows] == [0, 1] and [x["worker_starts"] for x in rows] == [1, 0]
+    t = [x["abductune"]["timing"] for x in rows]
+    assert [x["worker_reused"] for x in t] == [False, True] and t[0]["worker_kept"]
+    assert rows[1]["keeper"]["spawned"] == 1 and rows[1]["keeper"]["reused"] == 1
+    assert all(x["max_err"] < 1e-3 and x["device"].startswith("cpu") for x in rows)
+    assert "abductune: 1 benchmark worker(s) started in 2 search(es)" in r.stdout
+
+
+def test_abductune_lanes_split_by_kernel_only_with_several_shapes(tmp_path):
+    r = _run(tmp_path, "--kernels", "matmul,softmax", "--shapes", "2", "--modes", "abductune,quick", "--gpus", "4")
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads((tmp_path / "b.json").read_text())
+    assert {x["lane"] for x in d["lanes"]} == {"quick#0", "quick#1", "abductune#0", "abductune#1"}
+    for lane in ("abductune#0", "abductune#1"):  # each still two searches in one process
+        assert sorted(x["search_index"] for x in d["rows"] if x["lane"] == lane) == [0, 1]

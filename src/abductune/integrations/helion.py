@@ -23,7 +23,9 @@ the kernel is of a class abductune knows on a GPU it can name, and seed one conf
 theory store's first prediction, the observed database's best template. Helion records which
 fired (`ConfigSpec.autotuner_heuristics`); so does `FIRED` here, with the config and why.
 The search itself is `helion_search.py`; the observed database in Helion's layout is
-`helion_observed.py`.
+`helion_observed.py`. Helion's benchmark worker (a process that takes 10-15 s to start) is
+kept across abductune's searches in a process (`helion_worker.py`; `release_worker`,
+`prestart_worker`, ABDUCTUNE_HELION_WORKER_IDLE_S).
 """
 from __future__ import annotations
 
@@ -273,6 +275,30 @@ def autotuner_with(**options: Any) -> Callable[..., Any]:
 def autotuner(bound_kernel: Any, args: Sequence[object], **kwargs: Any) -> Any:
     """`@helion.kernel(autotuner_fn=autotuner)`: abductune's search, wrapped in Helion's cache."""
     return autotuner_with()(bound_kernel, args, **kwargs)
+
+
+def prestart_worker() -> bool:
+    """Start Helion's benchmark worker now and keep it for the first search of this process
+    (its 10-15 s start-up then overlaps the program's own work); True where one is kept."""
+    from .helion_worker import prestart
+
+    return prestart()
+
+
+def release_worker() -> bool:
+    """Shut down the benchmark worker kept between searches (it holds a CUDA context);
+    True where there was one. It also goes after ABDUCTUNE_HELION_WORKER_IDLE_S idle seconds."""
+    from .helion_worker import KEEPER
+
+    return KEEPER.release()
+
+
+def worker_stats() -> dict[str, int]:
+    """How this process's searches got their benchmark worker: spawned, reused, kept, dropped,
+    expired, released (`helion_worker.Keeper`)."""
+    from .helion_worker import KEEPER
+
+    return dict(KEEPER.stats)
 
 
 def fired(clear: bool = False) -> list[dict[str, Any]]:

@@ -11,9 +11,11 @@ choices here are abductune's, each for the same reason (time to a ready kernel):
   own final verification uses on Triton, not the isolated per-candidate default of
   `rebenchmark` (one worker job per contender plus a confirmation pass, seconds each);
 - Helion's benchmark worker is a spawned interpreter that imports torch and Helion before its
-  first job (several seconds; Helion's own searches pay it on their first batch too):
-  `start_worker` spawns it before Helion computes its accuracy baseline, so that start-up
-  overlaps the baseline and the first batch's compiles instead of following them;
+  first job (14-15 s on the H100; Helion's own searches pay it on each search's first batch):
+  one is kept across abductune's searches in a process (`helion_worker`: `start_worker` takes
+  it, `return_worker` keeps it after the search), and where none is kept `start_worker`
+  spawns it before Helion computes its accuracy baseline, so that start-up overlaps the
+  baseline and the first batch's compiles instead of following them;
 - `Timing` records where the wall time goes (Helion's compile, its benchmarking, run-offs, the
   rest is abductune's), per phase and in total, for the search's report.
 """
@@ -29,6 +31,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from ..measure.base import Evaluator
 from ..measurement import Measurement
 from .helion_space import HelionMap
+from .helion_worker import KEEPER, spawn_worker, usable
 
 RUNOFF_TARGET_MS = 100.0  # per contender, the run-off that closes each phase
 _STATUS = {"timeout": "timeout", "accuracy_error": "wrong_result", "filtered": "pruned",
@@ -108,46 +111,53 @@ def timed_benchmarks(provider: Any, timing: Timing) -> Iterator[None]:
 
 # ----------------------------------------------------------------------------- Helion's benchmark worker
 
-def start_worker(search: Any) -> Any:
-    """Spawn Helion's benchmark worker now (its interpreter imports while the caller goes on),
-    where the search's provider would use one; None where it would not or cannot."""
+def start_worker(search: Any) -> tuple[Any, bool]:
+    """(worker, reused): the benchmark worker kept from an earlier search in this process
+    (`helion_worker.KEEPER`), else one spawned now (its interpreter imports while the caller
+    goes on), where the search's provider would use one; (None, False) where it would not
+    or cannot."""
     settings = search.settings
     if not getattr(settings, "autotune_benchmark_subprocess", False):
-        return None
+        return None, False
     try:
         from helion.autotuner.benchmark_provider import LocalBenchmarkProvider
-        from helion.autotuner.benchmark_worker import BenchmarkWorker
         import torch.distributed as dist
     except ImportError:  # a Helion without the worker: nothing to start early
-        return None
+        return None, False
     provider_cls = getattr(search, "_benchmark_provider_cls", None)
     if not (isinstance(provider_cls, type) and issubclass(provider_cls, LocalBenchmarkProvider)):
-        return None
-    if (dist.is_available() and dist.is_initialized()) or not hasattr(BenchmarkWorker, "_start"):
-        return None
+        return None, False
+    if dist.is_available() and dist.is_initialized():
+        return None, False
     supports = getattr(search.kernel, "supports_subprocess_benchmark", None)
     if supports is not None and not supports():
-        return None
-    worker = BenchmarkWorker(device=None)  # what the provider makes lazily on its first job
-    try:
-        worker._start()
-    except Exception:  # noqa: BLE001 - the provider starts its own on its first job instead
-        return None
-    return worker
+        return None, False
+    return KEEPER.take(spawn_worker)
 
 
 def adopt_worker(provider: Any, worker: Any) -> bool:
-    """Hand an early worker to the provider (its `cleanup` shuts it down), or shut it down
-    where the provider will not benchmark in a worker. True when adopted."""
+    """Hand a worker to the provider (True), or, where the provider will not benchmark in a
+    worker, keep it for a later search (it ran nothing of this one)."""
     if worker is None:
         return False
     enabled = getattr(provider, "_subprocess_benchmark_enabled", None)
     if getattr(provider, "_benchmark_worker", False) is None and enabled is not None and enabled():
         provider._benchmark_worker = worker
         return True
-    with contextlib.suppress(Exception):
-        worker.shutdown()
+    KEEPER.give(worker, used=False)
     return False
+
+
+def return_worker(provider: Any) -> bool:
+    """At a search's end: take the provider's worker, where it is usable, before Helion's
+    cleanup would shut it down, and keep it for the next search (`helion_worker`). True
+    where it is kept. An unusable one stays with the provider, whose cleanup reports it as
+    Helion does."""
+    worker = getattr(provider, "_benchmark_worker", None)
+    if worker is None or not usable(worker):
+        return False
+    provider._benchmark_worker = None
+    return KEEPER.give(worker)
 
 
 def rebenchmark_options(search: Any, target_ms: float) -> dict[str, Any]:

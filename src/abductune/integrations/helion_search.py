@@ -27,7 +27,8 @@ measured, or whose generated source is identical to one measured, is answered fr
 it did not cost goes to the later phases. How the search measures, and where its time goes,
 is `helion_measure.py`; the report (`AbductuneSearch.report`) has both, per phase.
 Helion's caches wrap the search as they wrap its own (`helion.autotuner(...)` returns the
-cache class Helion's settings name).
+cache class Helion's settings name). Helion's benchmark worker outlives the search: it is
+kept for the next one in this process (`helion_worker.py`).
 """
 from __future__ import annotations
 
@@ -45,8 +46,9 @@ from ..search.base import Seed
 from ..session import Session
 from ..store import Store
 from .helion_kernel import facts_of
-from .helion_measure import HelionEvaluator, Shared, adopt_worker, start_worker
+from .helion_measure import HelionEvaluator, Shared, adopt_worker, return_worker, start_worker
 from .helion_space import SWEEP_MAX_VALUES, HelionError, HelionMap, read_slots
+from .helion_worker import KEEPER
 
 log = logging.getLogger(__name__)
 
@@ -197,16 +199,17 @@ class AbductuneSearch(PopulationBasedSearch):
     # -- Helion's machinery, sized for this search
     def _prepare(self) -> None:
         """Helion's preparation (its provider computes the accuracy baseline), with Helion's
-        benchmark worker spawned first so its start-up runs meanwhile (helion_measure)."""
+        benchmark worker taken from an earlier search, or spawned first so its start-up runs
+        meanwhile (helion_measure)."""
         if self._prepared:
             return super()._prepare()
-        worker = start_worker(self)
+        worker, self._worker_reused = start_worker(self)
         t0 = time.perf_counter()
         try:
             super()._prepare()
         except BaseException:
             if worker is not None:
-                worker.shutdown()
+                KEEPER.give(worker, used=False)
             raise
         self._prepare_s = time.perf_counter() - t0
         self._worker_early = adopt_worker(self.benchmark_provider, worker)
@@ -248,9 +251,19 @@ class AbductuneSearch(PopulationBasedSearch):
                        "pinned": self._pin(hmap, seeds), "phases": run.phases}
         try:
             run.run(seeds)
+            return self._finish(run, hmap, problem, t_start)
         finally:
             if store is not self.store:
                 store.close()
+            # keep Helion's benchmark worker for the next search (helion_worker), before
+            # Helion's cleanup of this search's provider would shut it down
+            t0 = time.perf_counter()
+            kept = return_worker(getattr(self, "benchmark_provider", None))
+            self.report.setdefault("timing", {}).update(worker_kept=kept,
+                                                        worker_return_s=round(time.perf_counter() - t0, 4))
+
+    def _finish(self, run: "_Phases", hmap: HelionMap, problem: Any, t_start: float) -> Any:
+        """The search's winner through Helion's final verification, and the report."""
         shared = run.shared
         measured = [m for m in {id(m): m for m in shared.members.values()}.values() if m.perfs]
         self.population = measured or self.population
@@ -278,7 +291,8 @@ class AbductuneSearch(PopulationBasedSearch):
             timing={"prepare_s": round(getattr(self, "_prepare_s", 0.0), 4), "search_s": round(search_s, 4),
                     **t.to_dict(), "final_s": round(final_s, 4),
                     "ours_s": round(max(0.0, search_s - t.compile_s - t.bench_s - t.runoff_s - final_s), 4),
-                    "worker_early": bool(getattr(self, "_worker_early", False))})
+                    "worker_early": bool(getattr(self, "_worker_early", False)),
+                    "worker_reused": bool(getattr(self, "_worker_reused", False))})
         log.info("abductune: %s %s after %d evaluations: %s", problem.kernel, problem.shape_key(), t.timed,
                  chosen.config)
         return chosen.config
