@@ -67,12 +67,13 @@ def liger_int8int2() -> None:
 def liger_moe() -> None:
     """Liger-Kernel's fused MoE forward (gather + up-projection + SwiGLU, then the down
     projection, grouped by expert in one launch each); both GEMMs are keyed by the hidden and
-    intermediate sizes. Mixtral-, Qwen-MoE- and OLMoE-like layers, tokens routed top-k at random."""
+    intermediate sizes. Mixtral-, Qwen-MoE-, OLMoE- and Qwen3-MoE-like layers, tokens routed top-k at random."""
     from liger_kernel.ops.fused_moe import LigerFusedMoEFunction
 
     g = torch.Generator(device="cuda").manual_seed(0)
     for tokens, experts, hidden, inter, topk in _pick(((2048, 8, 4096, 14336, 2), (4096, 60, 2048, 1408, 4),
-                                                       (4096, 64, 2048, 1024, 8), (1024, 8, 4096, 5120, 2))):
+                                                       (4096, 64, 2048, 1024, 8), (1024, 8, 4096, 5120, 2),
+                                                       (4096, 128, 2048, 768, 8))):
         x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g) * 0.1
         w1 = torch.randn(experts, 2 * inter, hidden, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02
         w2 = torch.randn(experts, hidden, inter, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02
