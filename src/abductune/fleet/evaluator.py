@@ -2,7 +2,7 @@
 measurements are taken by the farm's workers of one GPU type, streamed as each job lands."""
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from ..measure.base import Evaluator
 from ..measurement import Measurement
@@ -19,8 +19,10 @@ class FleetEvaluator(Evaluator):
     GPU. `clock` adds up the seconds the workers' evaluators spent for this search."""
 
     def __init__(self, farm: Farm, target: Target, problem: Problem, space: Space, *, pool: str | None = None,
-                 lookahead: bool = False, remeasures_impls: bool = False, vendor: bool = True):
+                 lookahead: bool = False, remeasures_impls: bool = False, vendor: bool = True,
+                 on_request: Callable[[], None] | None = None):
         self.farm = farm
+        self._on_request = on_request  # called once, before the search's first request to the farm
         self.target = target
         self.problem = problem
         self.space = space
@@ -47,6 +49,12 @@ class FleetEvaluator(Evaluator):
         if self.lookahead:
             self._later += [dict(c) for c in configs]
 
+    def _request(self, *args: Any, **kw: Any) -> _Request:
+        if self._on_request is not None:
+            call, self._on_request = self._on_request, None
+            call()
+        return self.farm.request(self.target, *args, pool=self.pool, **kw)
+
     def _collect(self, req: _Request) -> Iterator[tuple[list[int], list[Measurement]]]:
         got = 0
         while got < req.n:
@@ -68,8 +76,7 @@ class FleetEvaluator(Evaluator):
             return
         expect, self._expected = self._expected, []
         later, self._later = self._later, []
-        req = self.farm.request(self.target, "evaluate", configs, pool=self.pool, expect=expect,
-                                incumbent_ms=self.incumbent_ms, later=later)
+        req = self._request("evaluate", configs, expect=expect, incumbent_ms=self.incumbent_ms, later=later)
         yield from self._collect(req)
 
     def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
@@ -82,7 +89,7 @@ class FleetEvaluator(Evaluator):
     def remeasure(self, configs: Sequence[Mapping[str, Any]], *, rounds: int = 1) -> list[Measurement]:
         if not configs:
             return []
-        req = self.farm.request(self.target, "remeasure", configs, pool=self.pool, rounds=rounds, split=False)
+        req = self._request("remeasure", configs, rounds=rounds, split=False)
         out: list[Measurement | None] = [None] * len(configs)
         for idx, ms in self._collect(req):
             for i, m in zip(idx, ms):
@@ -90,6 +97,6 @@ class FleetEvaluator(Evaluator):
         return out  # type: ignore[return-value]
 
     def _vendor(self) -> Measurement:
-        req = self.farm.request(self.target, "vendor", [{"impl": "torch"}], pool=self.pool, split=False)
+        req = self._request("vendor", [{"impl": "torch"}], split=False)
         [(_, [m])] = list(self._collect(req))
         return m

@@ -125,6 +125,10 @@ class Farm:
         self._seq = 0
         self.lost: list[str] = []
         self.started = 0.0
+        # one row per job that came back: (perf_counter when it landed, worker index, configs,
+        # probe?, the worker's own stats); `run.occupancy` turns it into each worker's busy time
+        self.log: list[tuple[float, int, int, bool, dict[str, float]]] = []
+        self._gated: set[str] = set()  # pools whose workers run only pinned jobs (probes) for now
 
     # -- lifetime
     def start(self) -> "Farm":
@@ -214,6 +218,18 @@ class Farm:
         except Exception:  # noqa: BLE001 - it is out of the fleet either way
             pass
 
+    def gate(self, pools: Sequence[str]) -> None:
+        """Let the workers of `pools` run only jobs pinned to them (the slow-GPU probes) until
+        `ungate`: the searches may start and queue their first batches meanwhile, and none of
+        their configs is measured on a GPU the probes may still leave out."""
+        with self._lock:
+            self._gated.update(pools)
+
+    def ungate(self) -> None:
+        with self._lock:
+            self._gated.clear()
+        self._wake.set()
+
     # -- asking
     def request(self, target: Target, op: str, configs: Sequence[Mapping[str, Any]], *, pool: str | None = None,
                 rounds: int = 1, expect: Sequence[Mapping[str, Any]] = (), incumbent_ms: float | None = None,
@@ -263,6 +279,8 @@ class Farm:
         first = None
         for c in self._queue:
             if not self._eligible(i, w, c) or (c.attempt and w.in_flight):
+                continue
+            if c.worker is None and w.pool in self._gated:
                 continue
             if c.job.target.key == w.last:  # the problem it holds: no benchmark setup
                 first = c
@@ -371,6 +389,8 @@ class Farm:
         self._deliver(w, c, reply)
 
     def _deliver(self, w: _Worker, c: _Chunk, reply: Reply) -> None:
+        self.log.append((time.perf_counter(), self.workers.index(w), len(c.indices), c.worker is not None,
+                         dict(reply.stats or {})))
         w.jobs += 1
         if c.worker is None:  # a probe's timings are calibration, not the fleet's work
             w.measurements += len(reply.measurements)

@@ -45,6 +45,9 @@ class FleetRun:
     skipped: list[tuple[str, dict[str, int]]] = field(default_factory=list)  # not started by the deadline
     stopped: str = ""  # why the farm was stopped before every search finished ("" where none was cut short)
     unfinished: list[tuple[str, dict[str, int]]] = field(default_factory=list)  # cut short by that stop
+    # seconds from the start of `tune_fleet`: each search's (start, end) and each job's landing
+    # with its worker's account (`timeline.occupancy` reads it)
+    timeline: dict[str, Any] = field(default_factory=dict)
 
     @property
     def per_second(self) -> float:
@@ -111,19 +114,23 @@ def _probe_plan(kernel: str, dims: Mapping[str, int], mode: str) -> list[dict]:
     return out
 
 
-def _calibrate(farm: Farm, jobs: Sequence[tuple[str, dict[str, int]]], mode: str,
-               options: Mapping[str, Any]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
+def _calibration(farm: Farm, jobs: Sequence[tuple[str, dict[str, int]]], mode: str,
+                 options: Mapping[str, Any]) -> tuple[list[str], Callable[[list[dict[str, Any]]], None]]:
+    """The pools the slow-GPU probe covers (two workers or more) and the probe itself, which
+    appends a row per worker (`farm.calibrate`); its plan is read here, so a bad job fails
+    before anything runs."""
     if not jobs:
-        return rows
+        return [], lambda rows: None
     kernel, dims = jobs[0]
-    for pool, members in sorted(farm.pools().items()):
-        if len(members) < 2 or (mode == "live" and pool == "cpu"):
-            continue
-        target = Target(kernel, dict(dims), mode, dict(options))
-        for r in calibrate(farm, pool, target, _probe_plan(kernel, dims, mode)):
-            rows.append({**r, "pool": pool})
-    return rows
+    pools = [pool for pool, members in sorted(farm.pools().items())
+             if len(members) >= 2 and not (mode == "live" and pool == "cpu")]
+    plan = _probe_plan(kernel, dims, mode) if pools else []
+    target = Target(kernel, dict(dims), mode, dict(options))
+
+    def probe(rows: list[dict[str, Any]]) -> None:
+        for pool in pools:
+            rows.extend({**r, "pool": pool} for r in calibrate(farm, pool, target, plan))
+    return pools, probe
 
 
 def _run_all(farm: Farm, tasks: list[Callable[[], Any]], searches: int) -> tuple[list[Any], list[int]]:
@@ -167,7 +174,7 @@ def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mod
                on_done: Callable[[TuneOutcome], None] | None = None) -> FleetRun:
     """Tune every (kernel, dims) of `jobs` on the farm's workers, per GPU type (live) or on
     any worker (replay); `tune_one`'s arguments otherwise. `searches`: how many run at once
-    (default: enough to keep every worker's two jobs in flight fed); `deadline`
+    (default: every one; `open_searches` says why); `deadline`
     (time.monotonic): searches not started by then are skipped. Outcomes come back in job
     order, GPU types within a job in name order. Stopped from another thread (`farm.stop`, say
     at a deadline), it returns within moments with the searches that finished; the others are
@@ -178,6 +185,7 @@ def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mod
 
     t0 = time.perf_counter()
     before = sum(w.measurements for w in farm.workers)
+    logged = len(farm.log)
     # the driver owns the store: one connection for every search (in memory per search when
     # none is given, as a serial replay tune has it)
     st = Store(store) if store is not None and not isinstance(store, Store) else store
@@ -192,12 +200,38 @@ def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mod
                 frozen[key] = st.theory_evidence(ctx) if st is not None else {}
             return dict(frozen[key])
     lock = threading.Lock()
-    t_cal = time.perf_counter()
-    calib = _calibrate(farm, [(k, dict(d)) for k, d in jobs], mode, live_options or {}) if calibrate_gpus else []
-    calibration_s = time.perf_counter() - t_cal
     pools = _gpu_pools(farm, mode)
+    # the slow-GPU probe runs while the searches start: their jobs wait for it (`Farm.gate`), so
+    # none is measured on a GPU it leaves out, but their start-up (seeds, the store) is done by then
+    calib: list[dict[str, Any]] = []
+    probed, probe = _calibration(farm, [(k, dict(d)) for k, d in jobs], mode, live_options or {}) \
+        if calibrate_gpus else ([], None)
+    calibration_s = [0.0]
+
+    def calibrate_now() -> None:
+        t = time.perf_counter()
+        try:
+            probe(calib)  # type: ignore[misc]
+        except Exception:  # noqa: BLE001 - the searches go on with every worker, as with no probe
+            if farm.stop_reason is None:  # (a stopped farm refuses the probe: nothing to tell)
+                log.exception("the slow-GPU probe failed; every worker is kept")
+        finally:
+            calibration_s[0] = time.perf_counter() - t
+            farm.ungate()
+    prober = None
+    if probed:
+        farm.gate(probed)
+        prober = threading.Thread(target=calibrate_now, daemon=True, name="abductune-fleet-probe")
+        prober.start()
     several = len(pools) > 1
     skipped: list[tuple[str, dict[str, int]]] = []
+    n_workers = sum(len(v) for v in farm.pools().values())
+    # searches start up one at a time (their seeds and store reads are Python: one interpreter
+    # runs them one after the other anyway): the first search's first batch goes out after its
+    # own start-up, not after every search's, interleaved, and each start-up after it takes
+    # the interpreter from the searches already running for as short a time as it can
+    starting = threading.BoundedSemaphore(1)
+    spans: list[tuple[float, float]] = []
 
     def task(kernel: str, dims: dict[str, int], pool: str | None) -> Callable[[], TuneOutcome | None]:
         def run() -> TuneOutcome | None:
@@ -205,18 +239,34 @@ def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mod
                 with lock:
                     skipped.append((kernel, dims))
                 return None
-            target = Target(kernel, dims, mode, dict(live_options or {}))
-            hw = HardwareInfo.from_dict(farm.hardware(pool)) if pool is not None else None
+            start = time.perf_counter()
+            starting.acquire()
+            gate = [True]
+            if farm.stop_reason is not None:  # stopped while it waited its turn: it never starts
+                starting.release()
+                raise FleetStopped(f"the fleet was stopped: {farm.stop_reason}")
 
-            def evaluator_for(problem: Any, space: Any) -> FleetEvaluator:
-                live = mode == "live"
-                return FleetEvaluator(farm, target, problem, space, pool=pool, lookahead=live,
-                                      remeasures_impls=live)
-            out = tune_one(kernel, dims, strategy=strategy, budget=budget, seed=seed, mode=mode, store=st,
-                           heuristics=heuristics, database=database, options=options, stop_early=stop_early,
-                           on_batch=on_batch, evaluator_for=evaluator_for, hardware=hw,
-                           toolchain=farm.toolchain(pool) if pool is not None else None,
-                           theory_evidence=evidence if st is not None else None)
+            def started() -> None:
+                if gate[0]:
+                    gate[0] = False
+                    starting.release()
+            target = Target(kernel, dims, mode, dict(live_options or {}))
+            try:
+                hw = HardwareInfo.from_dict(farm.hardware(pool)) if pool is not None else None
+
+                def evaluator_for(problem: Any, space: Any) -> FleetEvaluator:
+                    live = mode == "live"
+                    return FleetEvaluator(farm, target, problem, space, pool=pool, lookahead=live,
+                                          remeasures_impls=live, on_request=started)
+                out = tune_one(kernel, dims, strategy=strategy, budget=budget, seed=seed, mode=mode, store=st,
+                               heuristics=heuristics, database=database, options=options, stop_early=stop_early,
+                               on_batch=on_batch, evaluator_for=evaluator_for, hardware=hw,
+                               toolchain=farm.toolchain(pool) if pool is not None else None,
+                               theory_evidence=evidence if st is not None else None)
+            finally:
+                started()
+                with lock:
+                    spans.append((start - t0, time.perf_counter() - t0))
             if several and hw is not None:
                 out.gpu = hw.name
             if on_done is not None:
@@ -226,19 +276,39 @@ def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mod
 
     keys = [(k, dict(d)) for k, d in jobs for _ in pools]
     tasks = [task(k, dict(d), p) for k, d in jobs for p in pools]
-    n_workers = sum(len(v) for v in farm.pools().values())
-    searches = searches or max(4, 2 * farm.in_flight * n_workers)
     try:
-        results, cut = _run_all(farm, tasks, searches)
+        results, cut = _run_all(farm, tasks, searches or open_searches(len(tasks)))
     finally:
+        if prober is not None:
+            prober.join(timeout=60)
         if st is not store and st is not None:
             st.close()
     wall = time.perf_counter() - t0
     why = farm.stop_reason
+    timeline = {"workers": len(farm.workers), "slots": farm.in_flight * n_workers, "wall_s": wall,
+                "calibration_s": calibration_s[0], "searches": sorted(spans),
+                "jobs": [(t - t0, i, n, probe, js) for t, i, n, probe, js in farm.log[logged:]]}
     return FleetRun([r for r in results if r is not None], wall,
                     sum(w.measurements for w in farm.workers) - before, calib,
-                    {**farm.stats(), "calibration_s": round(calibration_s, 3)}, skipped,
-                    (str(why) or type(why).__name__) if why is not None and cut else "", [keys[i] for i in cut])
+                    {**farm.stats(), "calibration_s": round(calibration_s[0], 3)}, skipped,
+                    (str(why) or type(why).__name__) if why is not None and cut else "", [keys[i] for i in cut],
+                    timeline)
+
+
+def open_searches(n: int) -> int:
+    """How many of a fleet tune's `n` searches run at once: all of them. A search is a chain of
+    dependent batches, each waiting for the last one's measurements, so it never has more than
+    one batch out. A window of searches narrower than the suite makes shapes finish in waves:
+    the searches of a window start, run and end together, and the last window, partly empty,
+    runs its whole chains on too few searches to fill the workers' job slots, while the other
+    workers idle (with 27 shapes: a last window of 3 for 8 slots on two GPUs). Opened at once,
+    every search advances a batch at a time in turn (a free worker takes the oldest queued
+    job), so they all near their end together and only their last batches run short of work;
+    those are cut among the idle workers (`Farm._piece`). What it costs: a driver thread and a
+    Session for each (a sweep already opens all of its shapes), an evaluator for each on the
+    workers (`FleetWorker.keep`), and no shape finishes early (a stopped run keeps what it
+    measured, and a rerun resumes)."""
+    return max(1, n)
 
 
 # ----------------------------------------------------------------------------- sweeps

@@ -4,9 +4,11 @@ compile pool and benchmark worker shared by every problem it serves), runs one j
 and tags each measurement with the GPU that took it. It keeps no store: the driver does."""
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sys
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -16,6 +18,7 @@ from ..measure.base import Evaluator
 from ..measurement import Measurement
 
 OPS = ("evaluate", "remeasure", "vendor", "probe")
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,32 @@ def build_evaluator(target: Target) -> Evaluator:
     spec = kernels.get(target.kernel)
     problem = spec.problem(dict(target.dims), local_hardware())
     opts = {"shared": True, "compile_workers": cores_per_gpu(), **dict(target.options)}
+    _size_compile_pool(int(opts["compile_workers"]))
     return LiveEvaluator(spec, problem, **opts)
+
+
+def _size_compile_pool(workers: int) -> None:
+    """The shared compile pool takes the size the first evaluator asks for (a sweep's own
+    `compile_workers`), as before the warm-up (`warm_up`) made its handle, not yet its
+    processes, ahead of every evaluator."""
+    from ..measure.shared import shared_processes
+
+    _, compiler = shared_processes(workers)
+    if compiler._pool is None and not compiler._warming:
+        compiler.workers = workers
+
+
+def warm_up() -> None:
+    """Start what every live job of this GPU's worker needs, before the first job: the fork
+    server (torch, Triton and the kernels imported once) and the benchmark worker (a process
+    with its CUDA context). They start while the driver prepares (the slow-GPU probe, the
+    searches' seeds), not inside the first job, which would wait seconds for them."""
+    from ..measure.forkserver import prestart
+    from ..measure.shared import shared_processes
+
+    prestart()
+    bench, _ = shared_processes(cores_per_gpu())
+    bench.ensure_started()
 
 
 CORES_ENV = "ABDUCTUNE_FLEET_CORES"  # set by an executor that knows how many workers share the node
@@ -109,10 +137,13 @@ def cores_per_gpu() -> int:
 class FleetWorker:
     """One GPU's worker. `factory` builds the evaluator of a target (default:
     `build_evaluator`); evaluators are kept per target, the least recently used closed past
-    `keep`. `hardware` and `toolchain`: the GPU this worker stands for, instead of the one it
-    finds (tests: replay workers on CPUs standing in for an H100 and an H200)."""
+    `keep` (at least the searches a worker serves at once: the driver opens every search of
+    a suite, and an evaluator closed and made again costs a benchmark setup). `hardware` and
+    `toolchain`: the GPU this worker stands for, instead of the one it finds (tests: replay
+    workers on CPUs standing in for an H100 and an H200). Where it has a GPU, `describe`
+    starts the live evaluator's processes in the background (`warm_up`); a job waits for them."""
 
-    def __init__(self, factory: Factory | None = None, keep: int = 8, hardware: Mapping[str, Any] | None = None,
+    def __init__(self, factory: Factory | None = None, keep: int = 64, hardware: Mapping[str, Any] | None = None,
                  toolchain: str = ""):
         self.factory = factory or build_evaluator
         self.keep = keep
@@ -121,6 +152,7 @@ class FleetWorker:
         self._evaluators: OrderedDict[tuple, Evaluator] = OrderedDict()
         self._held: tuple | None = None  # the problem its benchmark worker and compile pool hold
         self._prefetch_cap: dict[tuple, int] = {}
+        self._warming: threading.Thread | None = None
         device = os.environ.get("CUDA_VISIBLE_DEVICES", "")
         host = socket.gethostname()
         self.ident = f"{host}:cuda{device}" if device else f"{host}:pid{os.getpid()}"
@@ -131,6 +163,7 @@ class FleetWorker:
         from ..hardware import toolchain_key
 
         if self.stand_in is not None:
+            self._warm(False)
             return {"ident": self.ident, "host": socket.gethostname(), "pid": os.getpid(), "device": "",
                     "hardware": self.stand_in, "toolchain": self.stand_in_toolchain, "toolchain_info": {}}
         hw = None
@@ -141,6 +174,7 @@ class FleetWorker:
                 hw = local_hardware().to_dict()
         except Exception:  # noqa: BLE001 - no GPU here: a replay worker
             hw = None
+        self._warm(hw is not None)
         info: dict[str, Any] = {}
         if hw is not None:
             from ..hardware import toolchain
@@ -165,10 +199,12 @@ class FleetWorker:
         """Run one job; every measurement comes back tagged with this worker's GPU."""
         if job.op not in OPS:
             raise ValueError(f"unknown fleet job op {job.op!r}; one of {OPS}")
-        if job.op == "probe":
-            return self._probe(job)
         t0 = time.perf_counter()
-        stats: dict[str, float] = {}
+        self._warmed()  # the first job waits for the warm-up: counted in its job_s, and apart
+        warm_s = time.perf_counter() - t0
+        stats: dict[str, float] = {"warm_wait_s": warm_s} if warm_s > 0.001 else {}
+        if job.op == "probe":
+            return self._probe(job, stats)
         fresh = job.target.key not in self._evaluators
         ev = self._evaluator(job.target)
         if fresh:
@@ -210,6 +246,24 @@ class FleetWorker:
         stats["job_s"] = time.perf_counter() - t0
         return Reply([self._tag(m) for m in ms], ev.clock - clock0, self.ident, stats)
 
+    def _warm(self, gpu: bool) -> None:
+        """Start the warm-up in the background: the factory's own (`warm`, a simulated GPU's),
+        or the live evaluator's processes where this worker has a GPU and builds live
+        evaluators (a replay worker starts nothing)."""
+        warm = getattr(self.factory, "warm", None)
+        if warm is None and gpu and self.factory is build_evaluator:
+            warm = warm_up
+        if warm is not None and self._warming is None:
+            self._warming = threading.Thread(target=_quietly, args=(warm,), daemon=True,
+                                             name="abductune-fleet-warm")
+            self._warming.start()
+
+    def _warmed(self) -> None:
+        """Wait for the warm-up started at `describe` (a job must not start the benchmark
+        worker a second time beside it)."""
+        if self._warming is not None:
+            self._warming.join()
+
     def _speculate_only_asked(self, ev: Evaluator, job: Job) -> None:
         """Compile ahead only what the search said it asks next (`expect`) and at its end
         (`later`), not the batch's neighbours a serial tune adds: a fleet worker serves several
@@ -220,7 +274,9 @@ class FleetWorker:
         cap = self._prefetch_cap.setdefault(job.target.key, ev.prefetch)  # the evaluator's own setting
         ev.prefetch = min(cap, len(job.expect) + len(job.later))
 
-    def _probe(self, job: Job) -> Reply:
+    def _probe(self, job: Job, stats: dict[str, float]) -> Reply:
+        """`probe_s` in its stats: all of it (warm-up wait, evaluator, setup, compile, timing)."""
+        start = time.perf_counter()
         ev = self.factory(job.target)
         try:
             activate = getattr(ev, "activate", None)
@@ -230,7 +286,9 @@ class FleetWorker:
             t0 = time.perf_counter()
             ev.evaluate(job.configs)  # compiled (and warmed) first
             ms = ev.remeasure(job.configs, rounds=max(2, job.rounds))
-            return Reply([self._tag(m) for m in ms], time.perf_counter() - t0, self.ident)
+            t1 = time.perf_counter()
+            return Reply([self._tag(m) for m in ms], t1 - t0, self.ident,
+                         {**stats, "probe_s": t1 - start + stats.get("warm_wait_s", 0.0)})
         finally:
             ev.close()
 
@@ -270,3 +328,12 @@ def _drop_speculation(ev: Evaluator) -> int:
         if dropped:  # a cancelled future left there would read as a failed compile when asked again
             compiler._futures = {k: f for k, f in compiler._futures.items() if not f.cancelled()}
     return dropped
+
+
+def _quietly(warm: Callable[[], None]) -> None:
+    """A warm-up that fails leaves the error to the first job, which meets it again and
+    reports it where it belongs (on the measurements)."""
+    try:
+        warm()
+    except Exception as e:  # noqa: BLE001
+        log.warning("fleet worker warm-up failed (the first job retries): %s: %s", type(e).__name__, e)
