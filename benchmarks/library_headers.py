@@ -1,6 +1,7 @@
 """Complete the headers of library kernels recorded through `abductune sweep --call` before
 record mode filled in FLOPs and bytes (session 14's Liger recordings): the facts of the call
-that the autotuner's key does not carry (DyT's 4,096 rows; int8 x int2's packed weights) and
+that the autotuner's key does not carry (DyT's 4,096 rows; int8 x int2's packed weights; the
+fused MoE's tokens, experts and top-k) and
 the FLOPs and minimum bytes they give. The records themselves are left as recorded.
 
     python benchmarks/library_headers.py RAW_DIR OUT_DIR
@@ -35,10 +36,36 @@ def _int8int2(p):
                                         min_bytes=m * k + k * n / 4 + 4.0 * m * n)
 
 
-KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2}
+# benchmarks/gpu/library_calls.py:liger_moe's layers, keyed by (hidden, intermediate) as the
+# autotuner's key is: (tokens, experts, top-k) of each
+MOE_LAYERS = {(4096, 14336): (2048, 8, 2), (2048, 1408): (4096, 60, 4), (2048, 1024): (4096, 64, 8),
+              (4096, 5120): (1024, 8, 2), (2048, 768): (4096, 128, 8)}
+
+
+def _moe(p, up: bool):
+    h, i = p.dims["H_dim"], p.dims["I_dim"]
+    t, e, topk = MOE_LAYERS[(h, i)]
+    m = t * topk  # the GEMM's rows: every (token, expert) pair routed, grouped by expert
+    if up:  # gathered x (M x H) @ W1[e]^T (2I x H) -> pre-activation (M x 2I) and SwiGLU (M x I)
+        n, k = 2 * i, h
+        min_bytes = 2.0 * (t * h + e * n * k + m * n + m * i)
+        name = "liger_moe_up_swiglu_bf16"
+    else:  # activations (M x I) @ W2[e]^T (H x I) -> Y (M x H), weighted and summed later
+        n, k = h, i
+        min_bytes = 2.0 * (m * i + e * n * k + m * h)
+        name = "liger_moe_down_bf16"
+    return name, replace(p, kernel_class="matmul", dims={"M": m, "N": n, "K": k, "E": e},
+                         flops=2.0 * m * n * k, min_bytes=min_bytes)
+
+
+KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
+           "_fused_up_proj_swiglu_kernel": lambda p: _moe(p, True),
+           "_fused_down_proj_kernel": lambda p: _moe(p, False)}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
 RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
-            "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul")}
+            "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul"),
+            "_fused_up_proj_swiglu_kernel": ("Liger-Kernel 0.8.5", "LigerFusedMoEFunction"),
+            "_fused_down_proj_kernel": ("Liger-Kernel 0.8.5", "LigerFusedMoEFunction")}
 
 
 def main() -> None:
@@ -58,7 +85,9 @@ def main() -> None:
                       f"op {op} under patch_triton, never copied")
             ds = replace(ds, problem=problem, meta={**ds.meta, "origin": origin,
                                                     "header_completed": "benchmarks/library_headers.py"})
-            dest = out / name / f.name
+            # MoE keys name (H_dim, I_dim); its datasets are named for the GEMM's own dims
+            stem = "_".join(f"{k}{v}" for k, v in problem.dims.items()) if name.startswith("liger_moe") else None
+            dest = out / name / (f"{stem}.jsonl.gz" if stem else f.name)
             dest.parent.mkdir(parents=True, exist_ok=True)
             write_dataset(ds, dest)
             print(f"wrote {dest}: {problem.kernel_class} {problem.dims} {problem.flops:.3g} FLOPs")
