@@ -1,4 +1,4 @@
-"""Zero-shot configs (no measurement), leave-one-shape-out, on recorded datasets.
+"""Zero-shot configs (no measurement), leave-one-kernel-out by default (`--holdout`), on recorded datasets.
 
     python benchmarks/bench_zeroshot.py [DATASETS ...] [--json benchmarks/results/zeroshot.json]
 
@@ -6,8 +6,9 @@ DATASETS: files, folders, 'bundled' (the default: our H100 recordings of the bui
 'zoo' or 'zoo:<class or kernel>' (`abductune.datasets.paths.expand_dataset_args`).
 
 For each recorded shape, each source names one config without measuring anything, using only
-knowledge from the other shapes; its recorded time over the shape's optimum is the score:
-- theory: the theory store's prediction (rules learned without this shape);
+knowledge learned without the scored kernel (`--holdout kernel`, the default; `shape`: without
+the scored shape); its recorded time over the shape's optimum is the score:
+- theory: what `predict` serves (the theory store's rules, or the shipped ranker for matmuls);
 - nearest shape: the best config of the nearest other shape of the same kernel (log2 distance
   of the dims), reused exactly: what caching schedules rather than rules does;
 - observed: the observed database with this shape's rules left out (none left: "-");
@@ -16,6 +17,11 @@ knowledge from the other shapes; its recorded time over the shape's optimum is t
 - nvidia: NVIDIA's analytic GEMM model's top-1 (nvMatmulHeuristics, target TRITON; matmuls on
   GPUs it describes, `heuristics/nvidia.py`), and nvidia_top8: the best recorded of its top 8.
   It learns nothing from any dataset. Without the package these columns are "-".
+- nvidia_reranked: NVIDIA's top 8 ordered by the shipped ranker refitted under the same
+  holdout (`heuristics.nvidia_estimate.reranked`): the model proposes, the ranker chooses;
+  nvidia_tile: the ranker's first config with the output tile of NVIDIA's top-1
+  (`ranker_shipped.rank(..., nvidia=True)`): the model chooses the tile, the ranker the rest.
+Rows: each kernel, then each kernel class ("class matmul", ...), then all.
 A cell is the geomean of recorded time / the shape's optimum (worst); "n infeasible" counts
 configs recorded as failing (for nvidia_top8: shapes where all eight failed), "n unrecorded"
 configs the dataset has no time for (sampled zoo datasets).
@@ -72,6 +78,21 @@ def nvidia_configs(problem, space, k):
         return []
 
 
+def ranked_in_nvidia_tile(problem, space, held):
+    """The shipped ranker's first config within NVIDIA's top-1 output tile (None where NVIDIA's
+    model or the ranker cannot serve the problem)."""
+    from abductune.errors import AbductuneError
+    from abductune.heuristics import ranker_shipped
+
+    if ranker_shipped.why_not(problem, space) is not None:
+        return None
+    try:
+        got = ranker_shipped.rank(problem, space, exclude=held, nvidia=True)
+    except AbductuneError:
+        return None
+    return got.configs[0] if got.in_tile else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("datasets", nargs="*", default=["bundled"],
@@ -86,6 +107,7 @@ def main() -> None:
     from abductune.datasets.paths import expand_dataset_args
     from abductune.heuristics import seed_configs
     from abductune.heuristics.harvest import observation_from_dataset
+    from abductune.heuristics.nvidia_estimate import reranked
     from abductune.problem import Holdout
     from abductune.theory.store import packaged_book, predict
 
@@ -121,6 +143,8 @@ def main() -> None:
         nv8_ratios = [r for r in map(ratio, nv8) if r is not None]
         nv8_state = (None if not nv8 else "ok" if nv8_ratios else
                      "infeasible" if any(state(c) == "infeasible" for c in nv8) else "unrecorded")
+        rer = (reranked(pb, space, 8, exclude=held) or [None])[0]
+        tiled = ranked_in_nvidia_tile(pb, space, held)
         fixed = (ds.meta.get("fixed_configs") or [None])[0]
         default = ds.meta.get("default_config") or space.default()
         rows.append({"kernel": pb.kernel, "shape": ds.name,
@@ -130,15 +154,21 @@ def main() -> None:
                      "default": ratio(default),
                      "nvidia": ratio(nv8[0] if nv8 else None), "nvidia_top8": min(nv8_ratios, default=None),
                      "nvidia_config": nv8[0] if nv8 else None, "nvidia_k": len(nv8),
+                     "nvidia_reranked": ratio(rer), "nvidia_reranked_config": rer,
+                     "nvidia_tile": ratio(tiled), "nvidia_tile_config": tiled,
+                     "kernel_class": pb.kernel_class,
                      "state": {"theory": state(p.config if p else None), "nearest_shape": state(near_cfg),
                                "observed": state(observed), "heuristics": state(heur),
                                "fixed_first": state(fixed), "default": state(default),
-                               "nvidia": state(nv8[0] if nv8 else None), "nvidia_top8": nv8_state}})
+                               "nvidia": state(nv8[0] if nv8 else None), "nvidia_top8": nv8_state,
+                               "nvidia_reranked": state(rer), "nvidia_tile": state(tiled)}})
     cols = ["theory", "nearest_shape", "observed", "heuristics", "fixed_first", "default", "nvidia",
-            "nvidia_top8"]
+            "nvidia_top8", "nvidia_reranked", "nvidia_tile"]
     by_kernel: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_kernel[r["kernel"]].append(r)
+    for r in rows:
+        by_kernel[f"class {r['kernel_class']}"].append(r)
     by_kernel["all"] = rows
     summary = {}
     print("| kernel | shapes | " + " | ".join(cols) + " |")

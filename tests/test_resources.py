@@ -140,3 +140,88 @@ def test_abduction_never_measures_a_config_the_model_says_cannot_launch():
     assert len(ev.calls) == 48
     assert all(resources.infeasible(ev.problem, sp, c) is None for c in ev.calls)
     assert any(e["event"] == "prune" and "shared memory" in e["reason"] for e in res.events)
+
+
+# ------------------------------------------------------------------ attention (FlashAttention-2 layout)
+
+def _attn(head_dim=128, hw=H100, dtypes=None):
+    p = Problem("fa", "attention", {"batch": 2, "heads": 16, "seq": 4096, "head_dim": head_dim},
+                dtypes or {"q": "bf16", "k": "bf16", "v": "bf16", "o": "bf16"}, hardware=hw)
+    sp = Space([Pow2("BLOCK_M", 16, 256), Pow2("BLOCK_N", 16, 256), Choice("num_warps", [2, 4, 8, 16]),
+                Choice("num_stages", [1, 2, 3, 4])])
+    return p, sp
+
+
+def acfg(m, n, w, s):
+    return {"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s}
+
+
+def test_attention_shared_memory_is_the_query_tile_and_a_key_and_value_tile_per_stage():
+    p, sp = _attn()
+    fp = resources.footprint(p, sp, acfg(128, 64, 8, 3))
+    assert fp.smem_bytes == 128 * 128 * 2 + 3 * 64 * 128 * (2 + 2)  # 128 KB
+    # 256 x 128 keys at 2 stages: 64 KB + 2 x 64 KB = 192 KB fits; 3 stages (256 KB) does not
+    assert resources.infeasible(p, sp, acfg(256, 128, 8, 2)) is None
+    assert "shared memory" in resources.infeasible(p, sp, acfg(256, 128, 8, 3))
+    # fp8 operands halve it
+    p8, _ = _attn(dtypes={"q": "fp8", "k": "fp8", "v": "fp8", "o": "bf16"})
+    assert resources.infeasible(p8, sp, acfg(256, 128, 8, 3)) is None
+    # a smaller head dim, as the problem says it, holds less
+    p64, _ = _attn(head_dim=64)
+    assert resources.footprint(p64, sp, acfg(128, 64, 8, 3)).smem_bytes == 128 * 64 * 2 + 3 * 64 * 64 * 4
+
+
+def test_attention_registers_a_warpgroup_mma_cannot_hold_do_not_compile():
+    p, sp = _attn()
+    # 16 warps: 512 threads share 64 K registers, 128 each; the 256 x 256 score tile alone is 128
+    # fp32 values per thread, so ptxas cannot place one wgmma (the zoo's one failing config)
+    why = resources.infeasible(p, sp, acfg(256, 256, 16, 1))
+    assert why is not None and "ptxas" in why and "128" in why
+    # 256 x 128 at 16 warps: S is 64 per thread and O + P 96: it compiles (and spills)
+    assert resources.infeasible(p, sp, acfg(256, 128, 16, 1)) is None
+    assert resources.spills(p, sp, acfg(256, 128, 16, 1)) is not None
+    # 2 warps is no warpgroup (mma.sync): the same registers spill rather than fail
+    assert resources.infeasible(p, sp, acfg(64, 256, 2, 1)) is None
+    assert "spill" in resources.spills(p, sp, acfg(64, 256, 2, 1))
+    # no warpgroup MMA off Hopper: an A100 spills what an H100 cannot compile (head dim 64, so
+    # the 96 KB of tiles fit the A100's shared memory)
+    h100, _ = _attn(head_dim=64)
+    a100, _ = _attn(head_dim=64, hw=KNOWN_GPUS["A100-SXM"])
+    assert "ptxas" in resources.infeasible(h100, sp, acfg(256, 256, 16, 1))
+    assert resources.infeasible(a100, sp, acfg(256, 256, 16, 1)) is None
+    assert resources.spills(a100, sp, acfg(256, 256, 16, 1)) is not None
+
+
+def test_attention_spills_where_the_tiles_alone_fill_the_register_cap():
+    p, sp = _attn()
+    assert resources.reg_cap(H100, 512) == 128 and resources.reg_cap(H100, 256) == 255
+    # 128 x 256 at 16 warps: O 32 + S 64 + P 32 = 128 registers: nothing left, it spills
+    assert resources.footprint(p, sp, acfg(128, 256, 16, 1)).live_regs == 128
+    assert resources.spills(p, sp, acfg(128, 256, 16, 1)) is not None
+    # 256 x 64 at 16 warps: 64 + 32 + 16 = 112 < 128: kept (the zoo's fastest)
+    assert resources.trouble(p, sp, acfg(256, 64, 16, 3)) is None
+    assert resources.trouble(p, sp, acfg(128, 64, 8, 3)) is None  # FlashAttention's usual
+    # fit moves a config that cannot run to one that can
+    fixed, changes = resources.fit(p, sp, acfg(256, 256, 16, 1))
+    assert fixed is not None and resources.trouble(p, sp, fixed) is None and changes
+
+
+def test_attention_model_against_every_recorded_zoo_attention_config():
+    """Held against the zoo's recorded attention data (2,190 configs): what it calls
+    infeasible is exactly what failed to compile, and it never counts less shared memory
+    than Triton allocated."""
+    from abductune.datasets.format import read_dataset
+    from abductune.datasets.paths import expand_dataset_args
+
+    failed = called = 0
+    for path in expand_dataset_args(["zoo:attention"]):
+        ds = read_dataset(path)
+        p, sp = ds.problem, ds.space()
+        for m in ds.records:
+            bad = resources.infeasible(p, sp, m.config) is not None
+            assert bad == (not m.ok), (path.name, m.config, m.status)
+            failed += not m.ok
+            called += bad
+            if m.ok and m.smem_bytes:
+                assert resources.footprint(p, sp, m.config).smem_bytes >= m.smem_bytes
+    assert failed == called == 10

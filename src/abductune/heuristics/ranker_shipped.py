@@ -11,12 +11,20 @@ several); where that covers training shapes, the ranker is refitted from the sta
 without them, as `Ranker.fit(..., exclude=...)` on the data would give it (cached per set of
 shapes left out), so no figure is scored with its own answer. Regenerate the file whenever
 the features, the fit or the packaged data change: `load` refuses a file over other features.
+
+`rank(..., nvidia=True)` puts first the configs with the output tile of NVIDIA's analytic
+model's top-1 (`nvidia_tile`; with the `nvidia` extra, on the problems it describes), in the
+ranker's order. `predict` does not serve it: leave-one-kernel-out on the 16 older zoo kernels
+and the bundled matmul it tied the ranker alone on the zoo and lost on the bundled matmul
+(1.097 -> 1.137; benchmarks/results/session16/issue27_zeroshot/README.md), so the ranker
+alone is served, with or without the extra; `bench_zeroshot.py` keeps it as a column.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import logging
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,6 +50,10 @@ RANK_MAX = 8192
 ENUMERATE_MAX = 200_000
 
 
+# "0" turns NVIDIA's tile off in `rank(..., nvidia=True)` (for comparisons in one tree)
+NVIDIA_TILE_ENV = "ABDUCTUNE_NVIDIA_TILE"
+
+
 @dataclass(frozen=True)
 class Ranked:
     """A ranking and what it was learned from (for a prediction's or a seed's reason)."""
@@ -50,12 +62,17 @@ class Ranked:
     family: str  # the model that ranked them (a kernel class family, or "all")
     kernels: tuple[str, ...]  # what that model learned from
     left_out: tuple[str, ...]  # training kernels whose shapes the holdout left out
+    nvidia_tile: dict[str, Any] | None = None  # NVIDIA's output tile, put first (`rank`)
+    in_tile: int = 0  # how many of `configs` (the first) have it
 
     def why(self, i: int = 0) -> str:
         out = (f"rank {i + 1} of {len(self.configs)} feasible configs by the ranker's {self.family} model, "
                f"learned across {len(self.kernels)} kernels")
         if self.left_out:
             out += f", refitted without {', '.join(self.left_out)} (the holdout)"
+        if self.nvidia_tile is not None and i < self.in_tile:
+            tile = ", ".join(f"{k}={v}" for k, v in self.nvidia_tile.items())
+            out += f", within NVIDIA's model's output tile ({tile})"
         return out
 
 
@@ -133,10 +150,14 @@ def why_not(problem: Problem, space: Space, hardware: HardwareInfo | None = None
     return why
 
 
-def rank(problem: Problem, space: Space, *, exclude: Any = None, hardware: HardwareInfo | None = None) -> Ranked:
+def rank(problem: Problem, space: Space, *, exclude: Any = None, hardware: HardwareInfo | None = None,
+         nvidia: bool = False) -> Ranked:
     """The space's feasible configs ranked by the shipped ranker (refitted without what
-    `exclude` covers). Raises AbductuneError where it cannot (`why_not`, more than `RANK_MAX`
-    feasible configs, or a stale file)."""
+    `exclude` covers). With `nvidia`, where NVIDIA's model serves the problem (`nvidia_tile`),
+    the configs with its top-1's output tile (@tile:M x @tile:N) come first, in the ranker's
+    order, then the rest: the model chooses the tile, the ranker the K tile, warps, stages and
+    the rest, which the model's estimate does not tell apart. Raises AbductuneError where it
+    cannot (`why_not`, more than `RANK_MAX` feasible configs, or a stale file)."""
     why = why_not(problem, space, hardware)
     if why is not None:
         raise AbductuneError(f"the ranker cannot rank {problem.kernel}: {why}")
@@ -148,7 +169,32 @@ def rank(problem: Problem, space: Space, *, exclude: Any = None, hardware: Hardw
     ranker, left = shipped_ranker(exclude)
     fam = family(problem, space)
     g = fam if fam in ranker.models else "all"
-    return Ranked(ranker.rank(p, space, cands), g, tuple(ranker.trained_on.get(g, ())), left)
+    ordered = ranker.rank(p, space, cands)
+    tile = nvidia_tile(p, space) if nvidia else None
+    first = [c for c in ordered if tile is not None and all(c.get(k) == v for k, v in tile.items())]
+    if not first:
+        return Ranked(ordered, g, tuple(ranker.trained_on.get(g, ())), left)
+    rest = [c for c in ordered if not all(c.get(k) == v for k, v in tile.items())]  # type: ignore[union-attr]
+    return Ranked(first + rest, g, tuple(ranker.trained_on.get(g, ())), left, tile, len(first))
+
+
+def nvidia_tile(problem: Problem, space: Space) -> dict[str, Any] | None:
+    """{@tile:M name: value, @tile:N name: value} of NVIDIA's top-1 realized in `space`
+    (`nvidia.nvidia_topk`), None without the package (pip install 'abductune[nvidia]'), off
+    the model, without both roles, or with ABDUCTUNE_NVIDIA_TILE=0."""
+    from . import nvidia as nv
+
+    if os.environ.get(NVIDIA_TILE_ENV, "1") == "0" or not nv.available() or nv.why_not(problem) is not None:
+        return None
+    names = [space.by_role(r) for r in ("tile:M", "tile:N")]
+    if any(q is None for q in names):
+        return None
+    try:
+        top = nv.nvidia_topk(problem, space, 1)
+    except AbductuneError as e:
+        log.info("no NVIDIA tile for %s: %s", problem.kernel, e)
+        return None
+    return {q.name: top[0][q.name] for q in names} if top else None  # type: ignore[union-attr]
 
 
 if __name__ == "__main__":

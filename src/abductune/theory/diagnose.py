@@ -38,8 +38,12 @@ REDUCTION_AXES = ("K", "R")
 # MoE matmul's tokens tiled per expert (`grid_tiles`). Off by default: measured leave-one-kernel-
 # out on the zoo (benchmarks/results/session15/grid_model), it served MoE better zero-shot
 # (1.144 -> 1.082) but put the ranker's attention picks on configs that cannot compile (4 -> 9
-# of 10) and one MoE search behind (1.011 -> 1.056 at 16). Regenerate the shipped ranker
-# (`python -m abductune.heuristics.ranker_shipped`) under the setting it is served with.
+# of 10) and one MoE search behind (1.011 -> 1.056 at 16). Measured again in session 16 with
+# attention's resource model (no infeasible pick either way), leave-one-kernel-out: the ranker's
+# attention top-1 1.232 -> 1.202 and the served zero-shot 1.165 -> 1.163 (MoE 1.144 -> 1.082,
+# tutorial matmul 1.266 -> 1.290), but seeded abduction on attention 1.003 -> 1.017 and on MoE
+# 1.002 -> 1.009 at 16 (benchmarks/results/session16/issue27_zeroshot/README.md): still off. Regenerate the
+# shipped ranker (`python -m abductune.heuristics.ranker_shipped`) under the setting it is served with.
 GRID_UNTILED = os.environ.get("ABDUCTUNE_GRID_UNTILED", "0") == "1"
 
 

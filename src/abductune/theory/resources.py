@@ -17,8 +17,19 @@ It answers two questions before a measurement is spent:
   At exactly `ACC_MAX` ptxas spills a little, and on Hopper those configs (a 128 x 256 tile
   on 8 warps) are often the fastest: they are not avoided.
 
-Kernels whose tile roles do not say what is buffered (row kernels, attention, anything the
-classifier cannot read) get no shared-memory claim: the model says nothing rather than guess,
+- **Attention** (the class's query tile @tile:M and key tile @tile:N over the sequence, the
+  whole head dim per program): the query tile stays in shared memory, and each pipeline stage
+  holds a key and a value tile; per thread, the fp32 output accumulator (query tile x head
+  dim) and the fp32 score tile S (query x key tile) live in registers beside P, the scores cast
+  to the value's type for the P.V product. A thread has at most 255 registers, and a block's
+  threads share 64 K (`reg_cap`: 128 each at 16 warps). Where the tiles alone fill the cap,
+  nothing is left for addresses and loop state, and the program spills (`spills`). On a
+  warpgroup MMA (Hopper's wgmma) one instruction keeps its whole accumulator and any register
+  operand resident, so where S alone, or the output accumulator with P, fills the cap, ptxas
+  cannot compile the kernel at all (`infeasible`; it asks for a higher register target).
+
+Kernels whose tile roles do not say what is buffered (row kernels, anything the classifier
+cannot read) get no shared-memory or register claim: the model says nothing rather than guess,
 and the compile check (`theory.check`) or the measurement decides.
 
 The figures were read off the built-in matmul's recorded H100 data only (never the zoo): Triton
@@ -26,6 +37,13 @@ The figures were read off the built-in matmul's recorded H100 data only (never t
 so it never calls a launchable config impossible by undercounting), and recorded configs with
 128 accumulator values per thread spilled up to 1.2 KB yet were often the fastest (the built-in
 space allows no more than 128, so past it there is no data: the bound is the register file's).
+The attention model states the FlashAttention-2 layout and NVIDIA's documented register limits;
+its one choice, that tiles which fill the cap (>=) spill or fail, was made after looking at the
+zoo's two attention kernels (session 16, 2,190 records), so it is in-sample there: its shared
+memory is never below what Triton allocated
+and equals the kernels' own space bound; the records it calls infeasible are exactly the 10
+ptxas refused (256 x 256 at 16 warps); 128 of the 132 it says spill did, but it misses lighter
+spills (370 spilling records it passes, such as 64 x 64 tiles on 2 warps, on mma.sync).
 """
 from __future__ import annotations
 
@@ -33,7 +51,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..costs import operand_bytes
+from ..classify import classify
+from ..costs import element_bytes, operand_bytes
+from ..hardware import HardwareInfo
 from ..problem import Problem
 from ..space import Config, Space
 
@@ -43,6 +63,11 @@ DEFAULT_STAGES = 3
 ACC_MAX = 128
 # pipeline depth `fit` keeps while it can shrink the K tile instead
 STAGES_KEPT = 3
+# NVIDIA's limits (CUDA programming guide, compute capability 3.x and later): registers one
+# thread may have, and 32-bit registers one block's threads share; ptxas allocates in 8s
+MAX_REGS_PER_THREAD = 255
+REGS_PER_BLOCK = 65536
+REG_GRANULE = 8
 
 
 @dataclass(frozen=True)
@@ -52,6 +77,19 @@ class Footprint:
     smem_bytes: int | None  # pipeline buffers in shared memory
     acc_per_thread: float | None  # fp32 accumulator values per thread
     threads: int | None
+    # registers per thread the model expects live at the program's heaviest point, what one
+    # warpgroup MMA keeps resident (None off such an MMA), and the cap (attention only)
+    live_regs: float | None = None
+    mma_regs: float | None = None
+    reg_cap: int | None = None
+
+
+def reg_cap(hw: HardwareInfo | None, threads: int | None) -> int | None:
+    """Registers a thread of a `threads`-thread block can have on `hw` (NVIDIA: the per-block
+    register file shared out, at most 255, in ptxas's granule); None where unknown."""
+    if hw is None or hw.vendor != "nvidia" or not threads:
+        return None
+    return min(MAX_REGS_PER_THREAD, (REGS_PER_BLOCK // threads) // REG_GRANULE * REG_GRANULE)
 
 
 def _value(space: Space, config: Mapping[str, Any], role: str) -> int | None:
@@ -75,7 +113,39 @@ def footprint(problem: Problem, space: Space, config: Mapping[str, Any]) -> Foot
         smem = int(math.ceil(max(stages, 1) * (bm * bk * sa + bk * bn * sb)))
         if threads:
             acc = bm * bn / threads
+    elif bm and bn and not bk and warps:
+        got = _attention(problem, space, config, bm, bn, warps, threads)
+        if got is not None:
+            return got
     return Footprint(smem, acc, threads)
+
+
+def _attention(problem: Problem, space: Space, config: Mapping[str, Any], bq: int, bk: int,
+               warps: int, threads: int) -> Footprint | None:
+    """An attention program's footprint (module docstring): query tile `bq`, key tile `bk`."""
+    cls = classify(problem, space)
+    hd = cls.dims.get("head_dim")
+    if cls.kernel_class != "attention" or not hd:
+        return None
+    hd = int(_value(space, config, "tile:D") or hd)  # a kernel that tiles the head dim holds a slice
+    stages = _value(space, config, "stages") or DEFAULT_STAGES
+    sq, sk, sv = _qkv_bytes(problem)
+    smem = int(math.ceil(bq * hd * sq + max(stages, 1) * bk * hd * (sk + sv)))
+    out_acc, scores = bq * hd / threads, bq * bk / threads  # fp32, one register each
+    p = scores * sv / 4  # P in the value's type, packed into 32-bit registers
+    hw = problem.hardware
+    wg = hw.warpgroup_mma if hw is not None else None
+    on_wgmma = wg is not None and warps % wg[0] == 0 and bq >= wg[1]
+    return Footprint(smem, out_acc + scores, threads, live_regs=out_acc + scores + p,
+                     mma_regs=max(scores, out_acc + p) if on_wgmma else None, reg_cap=reg_cap(hw, threads))
+
+
+def _qkv_bytes(problem: Problem) -> tuple[float, float, float]:
+    """Element sizes of Q, K and V: the first three inputs (fewer named: the last repeats)."""
+    names = [n for n in problem.dtypes if n.lower() not in ("o", "out", "output", "y")]
+    sizes = [element_bytes(problem.dtypes[n]) for n in names] or list(operand_bytes(problem.dtypes)[:1])
+    sizes += [sizes[-1]] * (3 - len(sizes))
+    return sizes[0], sizes[1], sizes[2]
 
 
 def infeasible(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | None:
@@ -91,12 +161,20 @@ def infeasible(problem: Problem, space: Space, config: Mapping[str, Any]) -> str
                 f"{limit // 1024} KB a block can have on {hw.name}")
     if fp.threads is not None and fp.threads > 1024:
         return f"{fp.threads} threads per program, over the 1024 a block can have"
+    if fp.mma_regs is not None and fp.reg_cap is not None and fp.mma_regs >= fp.reg_cap:
+        return (f"one warpgroup MMA keeps about {fp.mma_regs:g} registers per thread resident, as many as "
+                f"the {fp.reg_cap} a thread of {fp.threads} can have: ptxas cannot compile it")
     return None
 
 
 def spills(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | None:
     """Why `config` will spill registers, or None."""
     fp = footprint(problem, space, config)
+    if fp.live_regs is not None and fp.reg_cap is not None:
+        if fp.live_regs >= fp.reg_cap:  # the tiles alone leave no register for addresses and loop state
+            return (f"about {fp.live_regs:g} registers per thread live (accumulator, scores and P), as many as "
+                    f"the {fp.reg_cap} a thread of {fp.threads} can have: registers spill to local memory")
+        return None
     if fp.acc_per_thread is not None and fp.acc_per_thread > ACC_MAX:
         return (f"{fp.acc_per_thread:g} accumulator values per thread (past {ACC_MAX}, registers spill to "
                 "local memory)")

@@ -1,0 +1,33 @@
+"""benchmarks/bench_zeroshot.py on two recorded shapes: leave-one-kernel-out by default, a row
+per kernel and per kernel class, and the NVIDIA columns only where the package is there."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from abductune.datasets.bundled import bundled_datasets
+from abductune.heuristics import nvidia
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_rows_per_kernel_and_class_and_nvidia_columns(tmp_path):
+    mm = next(p for p in bundled_datasets(kernel="matmul_fp16") if p.name.startswith("M4096_N4096_K4096."))
+    sm = bundled_datasets(kernel="softmax_fp16")[0]
+    out = tmp_path / "z.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_zeroshot.py"), str(mm), str(sm),
+                          "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    d = json.loads(out.read_text())
+    assert d["holdout"] == "kernel"
+    assert {"matmul_fp16", "softmax_fp16", "class matmul", "class row_reduction", "all"} <= set(d["summary"])
+    rows = {r["kernel"]: r for r in d["rows"]}
+    assert rows["matmul_fp16"]["theory"] >= 1.0 and rows["matmul_fp16"]["state"]["theory"] == "ok"
+    assert rows["softmax_fp16"]["nvidia"] is None and rows["softmax_fp16"]["nvidia_tile"] is None
+    if nvidia.available():
+        for c in ("nvidia", "nvidia_top8", "nvidia_reranked", "nvidia_tile"):
+            assert rows["matmul_fp16"][c] >= 1.0 and rows["matmul_fp16"]["state"][c] == "ok", c
+        assert rows["matmul_fp16"]["nvidia_top8"] <= rows["matmul_fp16"]["nvidia"]
+    assert "| class matmul | 1 |" in run.stdout
