@@ -58,6 +58,13 @@ def test_smoke_reach_cold_and_warm_children(tmp_path):
     assert row["patch32/triton"] == m["patch32"]["op_ms"] / m["triton"]["op_ms"]
     assert m["patch32"]["evaluations"] == runs["cold", "patch32"]["tuners"][0]["evaluations"]
     assert m["patch32"]["warm_retuned"] == 0 and not data["skipped"]
+    # where the cold first call went: abductune's phases (interpreted: compiled here, one tune of 2 configs)
+    ph = m["patch"]["phases"]
+    assert ph["plans"] == ["serial"] and ph["compiled_here"] == 0 and ph["bench_s"] > 0 and ph["first_launch_s"] > 0
+    assert sum(ph[k] for k in ("first_launch_s", "bench_s", "runoff_s", "store_s", "session_other_s", "other_s")) \
+        <= m["patch"]["cold_s"] + 0.05
+    assert m["triton"]["bench_time_s"] > 0
+    assert any(line.startswith("| smoke_add | ") and line.count("|") == 12 for line in stdout.splitlines())
     last = stdout.strip().splitlines()[-1]  # the table is printed last
     assert last.startswith("| smoke_add | smoke | _add |") and last.endswith("| ok / ok / ok |")
 

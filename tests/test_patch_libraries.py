@@ -245,6 +245,12 @@ class _FakePool:
     def __init__(self, answers):
         self.ready, self.answers, self.jobs = 1, list(answers), []
 
+    def hot(self, module):
+        return self.ready
+
+    def failed(self, module):
+        return None
+
     def submit(self, job):
         self.jobs.append(job)
         f = Future()
@@ -258,7 +264,7 @@ def test_a_failed_worker_job_is_reported_once_and_the_rest_compile_here(monkeypa
     pool = _FakePool([{"ok": False, "error": "CompilationError: at 3:4", "config_error": True},
                       {"ok": False, "error": "TypeError: failed to specialize argument of type: torch.dtype",
                        "config_error": False}])
-    monkeypatch.setattr(compiling, "compile_pool", lambda: pool)
+    monkeypatch.setattr(compiling, "compile_pool", lambda *module: pool)
     broken = []
     warm = compiling.parallel_warm("m:k", [torch.zeros(2)], {}, on_broken=broken.append)
     with caplog.at_level(logging.WARNING, logger="abductune.autotune"):

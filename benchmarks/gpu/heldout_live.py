@@ -3,6 +3,12 @@ of learning (none is in the shipped theory book or observed database), side by s
 
     PYTHONPATH=src python3 benchmarks/gpu/heldout_live.py --out $OUT/heldout_live.json --deadline-s 480
     TRITON_INTERPRET=1 python benchmarks/gpu/heldout_live.py --device cpu --smoke   # launchers, on the CPU
+    PYTHONPATH=src python benchmarks/gpu/heldout_live.py --device compile --out /tmp/hc.json  # cold compiles, CPU
+
+--device compile (no GPU): every launch only compiles, for sm_90 (Triton's real compiler, the
+compile workers' offline driver, measure/worker.py), the timers are a wall clock around that
+launch: the cold first calls then time the compiles and abductune's own machinery (the compile
+pool, its start at decoration, the store, the session), not the GPU. No winner is re-timed.
 
 Each kernel is launched the way a user would write it (its jit function, argument list, a grid
 lambda over the meta-parameters, key = the shape arguments), with the kernel's own config list
@@ -127,7 +133,7 @@ def config_dict(c: Any) -> dict[str, Any]:
 
 
 def sync(device: str) -> None:
-    if device != "cpu":
+    if device == "cuda":
         import torch
         torch.cuda.synchronize()
 
@@ -145,6 +151,12 @@ def wall_bench(fn: Any, quantiles: Any = None, **_: Any) -> list[float]:
 def run_variant(kernel: str, variant: str, shapes: list[dict], device: str, deadline: float, out: Path) -> None:
     """In this process: tune every shape with one variant; cold time and winner per shape,
     written after each shape (a run stopped by the deadline keeps what it has)."""
+    if device == "compile":  # launches compile for sm_90 only; the pool starts as where NVML names an H100
+        from abductune.measure import target
+        from abductune.measure.worker import _init_compile_worker
+
+        _init_compile_worker((90, 32))
+        target.gpu_arch = lambda: 90
     import torch
     import triton
 
@@ -155,33 +167,37 @@ def run_variant(kernel: str, variant: str, shapes: list[dict], device: str, dead
     lst = [triton.Config({k: v for k, v in c.items() if k not in LAUNCH_KW}, num_warps=c["num_warps"],
                          num_stages=c["num_stages"]) for c in get(kernel).fixed_configs()]
     if variant == "triton":
-        tuned = triton.autotune(configs=lst, key=key, **({"do_bench": wall_bench} if device == "cpu" else {}))(fn)
+        tuned = triton.autotune(configs=lst, key=key, **({"do_bench": wall_bench} if device != "cuda" else {}))(fn)
     else:
         opts: dict[str, Any] = {"budget": 16} if variant == "abductune_b16" else {}
-        if device == "cpu":  # one interpreted run per trial, as triton's wall_bench
+        if device != "cuda":  # one run per trial (interpreted, or a compile-only launch), as triton's wall_bench
             opts["timer"] = lambda cfg, launch: wall_bench(launch)[:1]
         tuned = abductune.autotune(configs=lst, key=key, **opts)(fn)
     res: dict[str, Any] = {"kernel": kernel, "variant": variant, "list": [config_dict(c) for c in lst], "shapes": [],
                            "triton": triton.__version__, "torch": torch.__version__,
-                           "device": torch.cuda.get_device_name() if device != "cpu" else "cpu (interpreter)"}
+                           "device": {"cpu": "cpu (interpreter)", "compile": "cpu (compile-only, sm_90)"}.get(
+                               device) or torch.cuda.get_device_name()}
     for dims in shapes:
         if time.time() > deadline:
             res["stopped"] = "deadline"
             break
-        case = Case(kernel, dims, device, bind)
+        case = Case(kernel, dims, "cuda" if device == "cuda" else "cpu", bind)
         case.poison()
         before = set(getattr(tuned, "cache", {}))
+        n_phases = len(getattr(tuned, "phases", ()))
         sync(device)
         t0 = time.perf_counter()
         case.launch(tuned)
         sync(device)
         cold = time.perf_counter() - t0
-        ok, err = case.check()
+        ok, err = case.check() if device != "compile" else (True, float("nan"))  # compile-only: nothing ran
         row: dict[str, Any] = {"dims": dims, "cold_s": cold, "winner": config_dict(tuned.best_config),
                                "correct": ok, "rel_err": err}
         if variant == "triton":
             row["list_timings"] = [[config_dict(c), t[0]] for c, t in tuned.configs_timings.items()]
+            row["bench_time_s"] = getattr(tuned, "bench_time", None)  # Triton's: compiles and timing of the list
         else:
+            row["phases"] = tuned.phases[n_phases:]  # where abductune's cold call went (autotune/phases.py)
             new = [k for k in tuned.cache if k not in before]
             choice = tuned.cache[new[0]] if new else None
             row.update(source=getattr(choice, "source", None), choice_ms=getattr(choice, "time_ms", None),
@@ -270,6 +286,59 @@ def retime(kernel: str, results: dict[str, Any], device: str, deadline: float, r
 
 # ----------------------------------------------------------------------------- report
 
+PHASES = ("first_launch_s", "bench_s", "runoff_s", "store_s", "session_other_s")
+COMPILES = ("sent", "from_workers", "withdrawn", "waited", "compiled_here", "helped", "worker_misses")
+
+
+def phase_rows(kernels: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per kernel and variant, summed over its shapes: the cold first calls, and where they went
+    (Triton: its bench_time, compiles included; abductune: autotune/phases.py's parts, the rest
+    (lookup, set-up, choosing) as other_s, and what the compile workers did)."""
+    out = []
+    for kernel, kr in kernels.items():
+        for v, res in kr.get("variants", {}).items():
+            shapes = res.get("shapes", [])
+            row: dict[str, Any] = {"kernel": kernel, "variant": v, "shapes": len(shapes),
+                                   "cold_s": sum(r["cold_s"] for r in shapes)}
+            if v == "triton":
+                row["bench_time_s"] = sum(r.get("bench_time_s") or 0.0 for r in shapes)
+            else:
+                ps = [p for r in shapes for p in r.get("phases", [])]
+                for k in PHASES:
+                    row[k] = sum(p.get(k, 0.0) for p in ps)
+                row["other_s"] = sum(p.get("lookup_s", 0.0) + p.get("before_session_s", 0.0) + p.get("after_session_s", 0.0)
+                                     for p in ps)
+                row["runoff_rounds"] = [p.get("runoff_rounds") for p in ps]
+                comp = [p.get("compile", {}) for p in ps]
+                for k in COMPILES:
+                    row[k] = sum(c.get(k, 0) for c in comp)
+                row["plan"] = sorted({c.get("plan", "?") for c in comp})
+                row["pool_first_ready_s"] = next((c.get("first_ready_s") for c in comp if c.get("first_ready_s")), None)
+                row["pool_age_s"] = round(comp[0]["pool_age_s"], 2) if comp and comp[0].get("pool_age_s") is not None else None
+            out.append(row)
+    cold_triton = {r["kernel"]: r["cold_s"] for r in out if r["variant"] == "triton"}
+    for r in out:
+        r["cold_vs_triton"] = r["cold_s"] / cold_triton[r["kernel"]] if cold_triton.get(r["kernel"]) else None
+    return out
+
+
+def print_phases(rows: list[dict[str, Any]]) -> None:
+    print("\ncold first call, summed over shapes (s): Triton's bench_time, abductune's phases; compiles: configs "
+          "sent to workers / found compiled by them / withdrawn / waited for / compiled here / compiled here while "
+          "waiting / compiled again at launch")
+    print(f"{'kernel':24s}{'variant':16s}{'cold':>7s}{'xT':>6s}{'bench_t':>8s}{'1st_l':>7s}{'bench':>7s}{'runoff':>7s}"
+          f"{'store':>7s}{'sess':>7s}{'other':>7s}  compiles (plan; pool age at the first tune, first worker ready)")
+    for r in rows:
+        f = lambda k: f"{r[k]:7.2f}" if isinstance(r.get(k), (int, float)) else f"{'-':>7s}"  # noqa: E731
+        comp = "" if r["variant"] == "triton" else (
+            "  " + "/".join(str(r[k]) for k in COMPILES) + f" ({','.join(r['plan'])}; "
+            f"{r['pool_age_s'] if r['pool_age_s'] is not None else '-'}, {r['pool_first_ready_s'] or '-'})")
+        print(f"{r['kernel'][:23]:24s}{r['variant']:16s}{r['cold_s']:7.2f}" +
+              (f"{r['cold_vs_triton']:6.2f}" if r["cold_vs_triton"] else f"{'-':>6s}") +
+              (f"{r['bench_time_s']:8.2f}" if "bench_time_s" in r else f"{'-':>8s}") +
+              "".join(f(k) for k in PHASES) + f("other_s") + comp)
+
+
 def report(kernels: dict[str, Any]) -> dict[str, Any]:
     cols = ["recorded_best", "list_best", *VARIANTS]
     targets: dict[str, Any] = {}
@@ -302,6 +371,7 @@ def report(kernels: dict[str, Any]) -> dict[str, Any]:
               f"{'OK' if t['cold_ok'] else 'MISSED'}")
         print(f"abductune_b16 winner / recorded best: worst {t['b16_worst_ratio']:.3f}, geomean "
               f"{t['b16_geomean_ratio']:.3f} (target <= 1.03 every shape)  {'OK' if t['winner_ok'] else 'MISSED'}")
+    print_phases(phase_rows(kernels))
     print("\ntargets: " + ", ".join(f"{k}: cold {'OK' if t['cold_ok'] else 'MISSED'} ({t['cold_ratio_b16_vs_triton']:.2f}x), "
                                     f"winner {'OK' if t['winner_ok'] else 'MISSED'} ({t['b16_worst_ratio']:.3f})"
                                     for k, t in targets.items()))
@@ -314,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shapes", type=int, default=3,
                     help="N suite shapes per kernel, spread from the first to the last (0: all; default 3)")
     ap.add_argument("--deadline-s", type=float, default=480.0, help="stop cleanly after this long, writing what it has")
-    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    ap.add_argument("--device", choices=("cuda", "cpu", "compile"), default="cuda",
+                    help="cpu: Triton's interpreter (--smoke); compile: CPU, launches only compile for sm_90")
     ap.add_argument("--smoke", action="store_true", help="one tiny shape per kernel (with --device cpu: interpreter)")
     ap.add_argument("--out", default=None, help="JSON (default benchmarks/out/heldout_live[_smoke].json)")
     ap.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)  # kernel variant
@@ -371,12 +442,14 @@ def main(argv: list[str] | None = None) -> int:
                     rc = "timeout"
                 if cj.exists():
                     results[v] = {**json.loads(cj.read_text()), "process_s": time.perf_counter() - t0, "rc": rc}
+                doc["kernels"][kernel] = {"variants": results}  # written after each variant: a cut run keeps it
+                out_path.write_text(json.dumps(doc, indent=1))
                 if rc != 0 or v not in results or not results[v]["shapes"]:
                     print(f"  variant {v} ended with {rc}; {len(results.get(v, {}).get('shapes', []))} shapes", flush=True)
                 if v not in results or not results[v]["shapes"]:
                     break
             kr: dict[str, Any] = {"variants": results}
-            if {"triton", "abductune_b16"} <= set(results):
+            if {"triton", "abductune_b16"} <= set(results) and a.device != "compile":
                 # the re-timing compiles its candidates itself: binaries copied in from the variants'
                 # caches (some built by compile-only workers) crashed the loader on the H100
                 kr["rows"] = retime(kernel, results, a.device, max(kernel_end, time.time() + 5))
@@ -386,11 +459,12 @@ def main(argv: list[str] | None = None) -> int:
         print("\n(--device cpu: every ms below is one interpreted run's wall clock, not a measurement; "
               "the smoke run checks launchers, argument lists and results)")
     doc["targets"] = report(doc["kernels"])
+    doc["phases"] = phase_rows(doc["kernels"])
     doc["elapsed_s"] = time.time() - t_start
     out_path.write_text(json.dumps(doc, indent=1))
     print(f"\nwrote {out_path} ({doc['elapsed_s']:.0f}s)")
     if a.smoke:  # the smoke run's own verdict: every kernel tuned and re-timed by every variant, all correct
-        bad = [k for k in kernels if not doc["targets"].get(k, {}).get("all_correct")
+        bad = [k for k in kernels if (a.device != "compile" and not doc["targets"].get(k, {}).get("all_correct"))
                or set(doc["kernels"][k]["variants"]) != set(VARIANTS)
                or any(not r.get("correct") for v in doc["kernels"][k]["variants"].values() for r in v["shapes"])]
         print(f"smoke: {'PASS' if not bad else 'FAIL: ' + ', '.join(bad)}")

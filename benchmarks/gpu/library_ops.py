@@ -344,9 +344,11 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                 m.update(evaluations=sum(t["evaluations"] for t in ts), beyond_list=sum(t["beyond_list"] for t in ts),
                          won_beyond_list=sum(t["won_beyond_list"] for t in ts),
                          gain_beyond_list=max((t["gain_beyond_list"] for t in ts), default=1.0),
-                         warm_retuned=sum(t["tunes"] for x in warm for t in x.get("tuners", [])))
+                         warm_retuned=sum(t["tunes"] for x in warm for t in x.get("tuners", [])),
+                         phases=cold_phases(ts), pool=cold.get("pool"), setup_s=cold.get("setup_s"))
             else:
                 m["configs_timed"] = sum(t["timed"] for t in cold.get("tuners", []))
+                m["bench_time_s"] = sum(t.get("bench_s") or 0.0 for t in cold.get("tuners", []))
             row["modes"][mode] = m
         for key, name in (("op_ms", ""), ("cold_s", "cold ")):
             t = row["modes"].get("triton", {}).get(key)
@@ -355,6 +357,46 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                 row[f"{name}{mode}/triton"] = v / t if v and t else None
         rows.append(row)
     return rows
+
+
+PHASES = ("first_launch_s", "bench_s", "runoff_s", "store_s", "session_other_s")
+COMPILES = ("sent", "from_workers", "withdrawn", "waited", "compiled_here", "helped", "worker_misses")
+
+
+def cold_phases(tuners: list[dict[str, Any]]) -> dict[str, Any]:
+    """abductune's phases (autotune/phases.py) over every tune of a cold child, summed: where its
+    first call went, what the compile workers did, and how old the pool was at the first tune."""
+    ps = [p for t in tuners for p in t.get("phases", [])]
+    out: dict[str, Any] = {k: round(sum(p.get(k, 0.0) for p in ps), 3) for k in PHASES}
+    out["other_s"] = round(sum(p.get("lookup_s", 0.0) + p.get("before_session_s", 0.0) + p.get("after_session_s", 0.0)
+                               for p in ps), 3)
+    comp = [p.get("compile", {}) for p in ps]
+    out.update({k: sum(c.get(k, 0) for c in comp) for k in COMPILES})
+    out["plans"] = sorted({c.get("plan", "?") for c in comp})
+    out["pool_age_s"] = next((round(c["pool_age_s"], 2) for c in comp if c.get("pool_age_s") is not None), None)
+    out["runoff_rounds"] = [p.get("runoff_rounds") for p in ps if p.get("runoff_rounds")]
+    return out
+
+
+def phase_table(data: dict[str, Any]) -> list[str]:
+    lines = ["", "cold first call (s): Triton's bench_time (compiles and timing of its list); abductune's phases: first "
+             "launches (compile, cache load or wait), timing, run-off, store, session, other; compiles: sent to workers "
+             "/ found compiled by them / withdrawn / waited for / compiled here / compiled here while waiting / "
+             "compiled again at launch (pool age at the first tune); when the pool had imported the library, "
+             "from its start, beside the child's own import and set-up",
+             "| op | T cold | T bench_time | P cold | first launch | bench | run-off | store | session | other | "
+             "compiles |", "|---" * 11 + "|"]
+    for row in data["summary"]:
+        t, p = row["modes"].get("triton", {}), row["modes"].get("patch", {})
+        ph = p.get("phases") or {}
+        pool = p.get("pool") or {}
+        comp = "/".join(str(ph.get(k, "-")) for k in COMPILES) + f" ({ph.get('pool_age_s', '-')})" if ph else "-"
+        if pool:  # how long the pool took to import the library, beside the child's own import and set-up
+            comp += f"; pool warm {pool.get('warm_s', '-')} s, set-up {p.get('setup_s', '-')} s"
+        lines.append(f"| {row['op']} | {_f(t.get('cold_s'), '.2f')} | {_f(t.get('bench_time_s'), '.2f')} | "
+                     f"{_f(p.get('cold_s'), '.2f')} | " + " | ".join(_f(ph.get(k), ".2f") for k in PHASES) +
+                     f" | {_f(ph.get('other_s'), '.2f')} | {comp} |")
+    return lines
 
 
 def _f(v: Any, fmt: str) -> str:
@@ -372,6 +414,7 @@ def table(data: dict[str, Any]) -> str:
                      f"{p.get('modules', '-')}, import failures {p.get('import_failures', '-')} "
                      f"({', '.join(f'{n} {k}' for k, n in kinds)})"
                      + (f"; ERROR {p['error'][:200]}" if p.get("error") else ""))
+    lines += phase_table(data)
     lines += ["", "| op | library | kernels tuned | cold s T / P / P32 | op ms T / P / P32 (median) | P/T | P32/T "
               "| spread T / P / P32 | P32 evals, beyond list (won) | correct |", "|---" * 10 + "|"]
     for row in data["summary"]:

@@ -138,6 +138,7 @@ def _tuners(prefix: str, patch: Any) -> list[dict[str, Any]]:
             if _of(_kernel(t), prefix) and (s["tunes"] or s["store_hits"] or s["predicted"]):
                 out.append({"kernel": _kernel(t), "class": type(t).__qualname__, "list": len(t.configs),
                             "best": str(t.best_config), "compile": list(getattr(t, "_plan", None) or ()),
+                            "phases": list(getattr(t, "phases", ())),  # where the cold call went (autotune/phases.py)
                             **{k: s[k] for k in ("tunes", "store_hits", "evaluations", "retimed", "beyond_list",
                                                  "beyond_pruned", "won_beyond_list", "gain_beyond_list")}})
         return out
@@ -208,6 +209,7 @@ def child_op(spec: dict[str, Any], res: dict[str, Any]) -> None:
             res["env"] = {"torch": torch.__version__, "triton": triton.__version__, "cpus": os.cpu_count(),
                           "device": torch.cuda.get_device_name() if device == "cuda" else "cpu (interpreter)"}
         res["setup_s"] = round(time.perf_counter() - t0, 3)
+        res["pool"] = _settle_pool()
         _ready(spec)
         if sys.stdin.readline().strip() != "go":
             res["error"] = "not run: the parent said quit"
@@ -238,6 +240,26 @@ def child_op(spec: dict[str, Any], res: dict[str, Any]) -> None:
             res["left_alone"] = [f"{w}: {r}" for w, r in patch.left_alone if _of(w, prefix)][:10]
             res["report"] = patch.report(census=False)[-4000:]
         res["warnings"] = seen
+
+
+def _settle_pool(limit_s: float = 180.0) -> dict[str, Any] | None:
+    """With the patch: wait (up to limit_s) until the compile pool, started as the library's
+    kernels were decorated, has imported their modules, so no child's workers import beside the
+    child being timed. Says how long after its start the pool was warm (`warm_s`, beside this
+    child's import and set-up `setup_s`: whether a program doing the same would have found it
+    warm at its first call; the last module it imported counts) and how long this child waited
+    for it (`waited_s`)."""
+    mod = sys.modules.get("abductune.autotune.compile_workers")
+    pool = mod.pool_started() if mod is not None else None
+    if pool is None:
+        return None
+    t0 = time.perf_counter()
+    while not pool.settled() and time.perf_counter() - t0 < limit_s:
+        time.sleep(0.05)
+    return {"settled": pool.settled(), "waited_s": round(time.perf_counter() - t0, 3),
+            "warm_s": pool.stats.get("settled_s"),
+            "workers": pool.stats["workers"], "ready": pool.ready, "modules": len(pool.modules),
+            "target": pool.stats["target"], "first_ready_s": pool.stats["first_ready_s"]}
 
 
 def _ready(spec: dict[str, Any]) -> None:

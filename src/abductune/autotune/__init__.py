@@ -34,7 +34,10 @@ The package, one concept a module (the mechanism reads in autotuner.py, as Trito
 - choices.py: what a key launches (`Choice`, `pick`, `stored_winner`) and the predictions a
   missed key serves or seeds its tune with;
 - evaluation.py: a kernel call as an evaluator (launches, hooks, reference check, timer);
-- compiling.py: whether worker processes can compile the kernel, and their pool;
+- compiling.py: whether worker processes can compile the kernel, and the `Warmer` that hands
+  them the configs to come (heuristics under the autotuner computed here, sent as constexprs);
+- compile_workers.py: the compile pool, started where a kernel is decorated, and its workers;
+- phases.py: where a missed key's tune spent its time (`Autotuner.phases`);
 - isolation.py, isolated_worker.py: isolate=True, the caller's side and the worker's;
 - record.py: record mode (`abductune sweep --call`);
 - patch.py: `patch_triton`, for third-party kernels: every Triton autotuner built under it

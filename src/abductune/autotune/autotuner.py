@@ -25,20 +25,21 @@ import triton
 from triton.runtime.autotuner import Autotuner as TritonAutotuner
 
 from ..errors import AbductuneError
-from ..measurement import Measurement, Status
+from ..measurement import Measurement
 from ..problem import Problem
 from ..search import Budget
 from ..search.base import Seed
 from ..session import Session, SessionResult
 from ..space import Config, Space
-from ..store import Context, Store, config_key
+from ..store import Context, Store
 from .arguments import NOTHING_TO_TUNE, check_arguments, key_spec, set_hooks, set_options, set_space
 from .choices import Choice, key_space, observed_prediction, pick, theory_prediction, theory_predictions
-from .compiling import compile_plan, compile_pool, parallel_warm
+from .compiling import compile_only, compile_plan, early_start, parallel_warm, peelable
 from .configs import LAUNCH_KW, OPTIONS, config_dict, fill_options, launch_kwargs, triton_config
 from .evaluation import call_evaluator, printing
 from .keys import (key_problem, key_value, open_store, python_fn, triton_key, triton_toolchain, tuning_lock,
                    why_missed)
+from .phases import count_beyond, now, tune_phases
 from .record import write_record
 
 log = logging.getLogger(__name__)
@@ -154,6 +155,11 @@ class Autotuner(TritonAutotuner):
         self._threads: list[threading.Thread] = []
         self._source_hash: str | None = None
         self._plan: tuple[str, str] | None = None
+        self.phases: list[dict[str, Any]] = []  # per tune, where its time went (phases.py)
+        try:  # the compile workers start importing while the caller goes on (compile_workers.py)
+            early_start(self)
+        except Exception as e:  # noqa: BLE001 - an optimisation: the pool starts at the first miss instead
+            log.debug("%s: compile pool not started early: %s", self.name, e)
 
     # -- launching: the hit path is the key, one dict lookup and the launch
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
@@ -357,6 +363,7 @@ class Autotuner(TritonAutotuner):
             self._threads.append(t)
             t.start()
             return choice
+        self._t_miss = t0
         choice = self._tune(key, args, kwargs, problem, ctx, seeds, budget, space)
         if choice.source != "failed":
             self.choices[key] = choice
@@ -442,6 +449,7 @@ class Autotuner(TritonAutotuner):
     def _tune(self, key: tuple, args: tuple, kwargs: dict, problem: Problem, ctx: Context,
               seeds: Sequence[Config], budget: Budget, space: Space) -> Choice:
         t0 = time.perf_counter()
+        marks = {"start": t0}
         store = open_store(self.store_spec)
         with tuning_lock(self, store, ctx, budget, lambda: self._stored_choice(store, ctx, budget)[0] is not None):
             choice, _ = self._stored_choice(store, ctx, budget)  # another process may have finished it
@@ -452,13 +460,13 @@ class Autotuner(TritonAutotuner):
             nargs = dict(zip(self.arg_names, args))
             full = {**nargs, **kwargs}
             saved = {n: full[n].clone() for n in self.restore_value if full.get(n) is not None}
-            ev = None
+            ev = warm = None
             try:
-                ev = call_evaluator(self, problem, args, kwargs, nargs, saved, space)
                 plan = self._compile_plan()
-                if plan[0] == "parallel":
-                    compile_pool()  # workers start now; configs go to them once they are ready
-                    ev.warm = parallel_warm(plan[1], args, kwargs, on_broken=self._workers_failed)
+                if plan[0] == "parallel":  # the pool starts now unless it did at decoration
+                    warm = parallel_warm(plan[1], args, kwargs, self._workers_failed,
+                                         self.fn if peelable(self.fn) else None, compile_only(self, args, kwargs))
+                ev = call_evaluator(self, problem, args, kwargs, nargs, saved, space, warm)
                 baselines = {"configs": list(seeds)} if seeds and (budget.evaluations is None or
                                                                    budget.evaluations >= len(seeds)) else {}
                 seed_list = [Seed(s, "configs") for s in seeds]
@@ -484,12 +492,14 @@ class Autotuner(TritonAutotuner):
                     known = [s.config for s in seed_list]
                     seed_list += [Seed(c, src) for c, src in ranker_seeds(problem, space, min(RANKER_SEEDS, room))
                                   if c not in known]
+                marks["session"] = now()
                 with Session(ev, strategy=self.search_strategy, seed=self.seed, options=self.strategy_options,
                              budget=budget, seeds=seed_list, store=store,
                              toolchain=ctx.toolchain, batch_size=max(8, len(seeds)), judge=self.judge,
                              wait_timeout_s=self.wait_timeout_s) as session:
                     # the implementations are timed as baselines and join the final run-off
                     result = session.run(baselines=baselines, impls=list(self.implementations))
+                marks["session_end"] = now()
             finally:
                 if ev is not None:
                     ev.close()  # an isolated evaluator's worker ends here
@@ -503,7 +513,7 @@ class Autotuner(TritonAutotuner):
         self.stats["tunes"] += 1
         self.stats["evaluations"] += result.evaluations
         self.stats["retimed"] += len(result.runoff)
-        self._count_beyond(result)
+        count_beyond(self, result)
         self.bench_time = time.perf_counter() - t0
         self.configs_timings = {triton_config(m.config): list(m.samples_ms) or [m.objective]
                                 for m in result.history if "impl" not in m.config}
@@ -518,22 +528,10 @@ class Autotuner(TritonAutotuner):
                  "%d spent before), %s at %.4g ms", self.name, key, self.bench_time, result.evaluations,
                  len(seeds), result.strategy, result.spent_before, choice.name, choice.time_ms or math.nan)
         self._report(key, choice, self.bench_time, f"{ev.calls} evaluations")
+        marks["end"] = now()
+        self.phases.append({"key": repr(key)[:200], "lookup_s": round(t0 - getattr(self, "_t_miss", t0), 4),
+                            **tune_phases(result, marks, warm, plan, ev)})
         return choice
-
-    def _count_beyond(self, result: SessionResult) -> None:
-        """What the search found beyond the list (stats): configs measured and pruned there, and
-        whether the winner is one of them, with its gain over the list's best."""
-        listed = {config_key(d) for d in self._list}
-        outside = {config_key(m.config): m for m in result.history
-                   if "impl" not in m.config and config_key(m.config) not in listed}
-        pruned = sum(m.status is Status.PRUNED for m in outside.values())
-        self.stats["beyond_pruned"] += pruned
-        self.stats["beyond_list"] += len(outside) - pruned
-        w, base = result.winner, result.baselines.get("configs")
-        if w is not None and w.ok and "impl" not in w.config and config_key(w.config) not in listed:
-            self.stats["won_beyond_list"] += 1
-            if base is not None and base.ok and w.time_ms > 0:
-                self.stats["gain_beyond_list"] = max(self.stats["gain_beyond_list"], base.time_ms / w.time_ms)
 
     def _workers_failed(self, why: str) -> None:
         """Compile workers could not compile this kernel (not one config: the kernel): the rest of

@@ -1,29 +1,95 @@
-"""Compile planning and the compile pool: whether worker processes can import the kernel, and a
-pool of them that fills Triton's cache with the next configs while this process measures.
+"""Compile planning and warming: whether worker processes can compile the kernel, and the
+`Warmer` that hands them the configs this process will measure next (the pool itself is in
+compile_workers.py).
 
-A worker compiles what the autotuner launches (the object under the autotuner: the @triton.jit
-function, or @triton.heuristics between them, which the worker applies as the launch would), with
-the call's arguments as stand-ins: a tensor as its dtype, shape and pointer alignment, a tensor
-descriptor rebuilt around such a stand-in, torch and Triton dtypes as themselves, and the values
-that @triton.heuristics *above* the autotuner computed in the caller (never computed again). A job
+A worker compiles with the call's arguments as stand-ins: a tensor as its dtype, shape and
+pointer alignment, a tensor descriptor rebuilt around such a stand-in, torch and Triton dtypes as
+themselves, and the values that @triton.heuristics computed in the caller: those above the
+autotuner (in the call's kwargs), and, where only heuristics lie between the autotuner and the
+@triton.jit function, those under it too, evaluated here per config on the real arguments (as the
+launch evaluates them) and sent as constexprs, so the worker compiles the bare kernel whatever
+its module names (a wrapper made where it is called, heuristics reading tensor strides). A job
 that fails for a reason other than the config itself (the worker cannot build the call) is
 reported once, and the kernel's configs compile in the caller from then on."""
 from __future__ import annotations
 
 import inspect
 import logging
-import os
 import sys
-import threading
+import time
 from typing import Any, Callable, Mapping, Sequence
 
-from ..measure.inprocess import _COMPILE, _RESOURCE
 from ..space import Config
 from ..store import config_key
+from .compile_workers import (CompilePool, _config_error, _decode, _launched, _warm_worker,  # noqa: F401
+                              compile_pool, compile_server, start_early)
 from .configs import LAUNCH_KW, launch_kwargs
 from .keys import interpreted, is_descriptor, python_fn
 
 log = logging.getLogger(__name__)
+
+WAIT_RUNNING_S = 120.0  # the longest a launch waits for a worker already compiling its config
+
+
+def peelable(under: Any) -> bool:
+    """Whether everything between an autotuner and its @triton.jit function is Triton's
+    @triton.heuristics, whose values this process can compute per config (`peel`)."""
+    from triton.runtime.autotuner import Heuristics
+
+    obj = under
+    for _ in range(16):
+        if inspect.isfunction(getattr(obj, "fn", None)):
+            return True  # the @triton.jit object
+        if not isinstance(obj, Heuristics):
+            return False
+        obj = obj.fn
+    return False
+
+
+def peel(under: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The values the @triton.heuristics under an autotuner give this call (its arguments and
+    one config's launch keywords in `kwargs`), computed as `Heuristics.run` computes them: each
+    sees the arguments and the values before it, outermost first."""
+    from triton.runtime.autotuner import Heuristics
+
+    kw = dict(kwargs)
+    values: dict[str, Any] = {}
+    obj = under
+    while isinstance(obj, Heuristics):
+        for name, heur in obj.values.items():
+            kw[name] = values[name] = heur({**dict(zip(obj.arg_names, args)), **kw})
+        obj = obj.fn
+    return values
+
+
+def early_start(autotuner: Any) -> bool:
+    """Start the compile pool while the kernel is being decorated, where workers could compile
+    it: not interpreted, not compile="serial", its module importable by name (the name itself
+    is bound only after decoration; compile_plan checks it at the first miss)."""
+    if autotuner.compile == "serial" or interpreted(autotuner.fn):
+        return False
+    base = autotuner.base_fn
+    mod, qual = getattr(base, "__module__", None), getattr(base, "__qualname__", "<locals>")
+    module = sys.modules.get(mod) if mod else None
+    if mod in (None, "__main__") or "<locals>" in qual or not getattr(module, "__file__", None):
+        return False
+    return start_early(mod)
+
+
+def compile_only(tuner: Any, args: tuple, kwargs: Mapping[str, Any]) -> Callable[[Config], Any] | None:
+    """A config's compile-only launch in this process (the config's pre_hook first: it may set
+    what the compile reads, such as descriptors' block shapes; every real launch runs its own
+    hook again); None with isolate=True (the measuring worker launches)."""
+    if tuner.isolate:
+        return None
+    full, kw = {**dict(zip(tuner.arg_names, args)), **kwargs}, {**kwargs, "warmup": True}
+
+    def launch(cfg: Config) -> Any:
+        hook = tuner._config_hook(cfg)
+        if hook is not None:
+            hook({**full, **launch_kwargs(cfg)})
+        return tuner.fn.run(*args, **kw, **launch_kwargs(cfg))
+    return launch
 
 
 def compile_plan(autotuner: Any, requested: str = "auto") -> tuple[str, str]:
@@ -47,13 +113,22 @@ def compile_plan(autotuner: Any, requested: str = "auto") -> tuple[str, str]:
         obj = getattr(obj, part, None)
     if python_fn(obj, any_wrapper=True) is not base:  # a library's own wrapper (@libentry) counts too
         return "serial", f"{mod}.{qual} does not name this kernel"
+    if _peelable(autotuner):
+        return "parallel", f"{mod}:{qual}"  # the caller computes every heuristic: workers launch the bare kernel
     tuner, under = _launched(obj)
     if tuner is None and under is not autotuner.fn and not inspect.isfunction(getattr(autotuner.fn, "fn", None)):
-        # the name is the bare kernel, and the autotuner was built over a wrapper of it where it is
-        # called (triton.heuristics(...)(kernel)): a worker would compile the kernel without it
+        # the name is the bare kernel, and the autotuner was built over a wrapper of it that is
+        # not Triton's heuristics: a worker would compile the kernel without it
         return "serial", (f"{mod}.{qual} is the kernel without the {type(autotuner.fn).__name__} this autotuner "
                           "launches, which worker processes cannot rebuild")
     return "parallel", f"{mod}:{qual}"
+
+
+def _peelable(autotuner: Any) -> bool:
+    try:
+        return peelable(autotuner.fn)
+    except ImportError:  # pragma: no cover - Triton without Heuristics
+        return False
 
 
 def _encode(v: Any) -> Any:
@@ -84,260 +159,192 @@ def _encode(v: Any) -> Any:
     raise TypeError(f"an argument of type {kind.__name__} cannot be sent to a compile worker")
 
 
-def _decode(v: Any) -> Any:
-    if not isinstance(v, dict):
-        return v
-    if "tensor" in v:
-        import torch
-        from triton.runtime.jit import MockTensor
+class Warmer:
+    """`warm(configs)` hands each config to a compile worker and returns at once: the measuring
+    loop goes on in this process. `settle(config)`, before a config's first launch here: its
+    job done, the launch finds Triton's cache filled; still queued, it is withdrawn and compiles
+    here; already compiling in a worker that had the module imported, the launch waits for it
+    (the same work, started earlier) rather than compiling it a second time beside it, and while
+    it waits, this process compiles the next configs still queued (`compile_here`, a
+    compile-only launch), so where the workers are fewer than the configs ahead it is one more
+    compiler rather than an idle one.
 
-        class StandIn(MockTensor):  # Triton's own stand-in, with the tensor's alignment
-            def __init__(self, dtype: Any, shape: Any, align: int):
-                super().__init__(dtype, list(shape))
-                self.align = align
+    Configs go to workers only once one has imported the kernel's module (`CompilePool.hot`):
+    before that (the pool still starting) each config compiles here, so a pool that is late never
+    makes the first call slower than compiling serially. A job that fails for its config (a
+    compile error) is that config's: its launch here fails alike. A job that fails otherwise, or
+    the module's import failing in the workers, means the workers cannot compile this kernel: it
+    is reported once (a warning naming the error), no further config is sent, `on_broken(why)`
+    is told, and every config compiles in this process at its launch. `stats`: what happened."""
 
-            def data_ptr(self) -> int:  # type: ignore[override]
-                return self.align
+    def __init__(self, target: str, args: Sequence[Any], kwargs: Mapping[str, Any], under: Any = None,
+                 on_broken: Callable[[str], None] | None = None,
+                 compile_here: Callable[[Config], Any] | None = None):
+        self.target, self.module = target, target.split(":")[0]
+        self.a = [_encode(x) for x in args]  # TypeError: this call cannot be sent (parallel_warm says so)
+        self.kw = {k: _encode(v) for k, v in kwargs.items() if k not in LAUNCH_KW}
+        self.args, self.kwargs, self.under = tuple(args), dict(kwargs), under
+        self.on_broken, self.compile_here = on_broken, compile_here
+        self.broken: list[str] = []
+        self.jobs: dict[str, Any] = {}
+        self.configs: dict[str, Config] = {}
+        self._settled: set[str] = set()
+        self.stats: dict[str, Any] = {"sent": 0, "from_workers": 0, "waited": 0, "waited_s": 0.0, "withdrawn": 0,
+                                      "compiled_here": 0, "helped": 0, "worker_failed": 0, "pool_cold_calls": 0,
+                                      "worker_misses": 0}
+        compile_pool(self.module)  # starts it (if the decoration did not) and has its workers import the module
 
-        return StandIn(getattr(torch, v["tensor"].replace("torch.", "")), v["shape"], v["align"])
-    if "descriptor" in v:
-        import importlib
-
-        mod, qual = v["descriptor"].split(":")
-        cls: Any = importlib.import_module(mod)
-        for part in qual.split("."):
-            cls = getattr(cls, part)
-        return cls(_decode(v["base"]), **v["fields"])
-    if "torch_dtype" in v:
-        import torch
-
-        return getattr(torch, v["torch_dtype"])
-    if "tl_dtype" in v:
-        import triton.language as tl
-
-        return tl.dtype(v["tl_dtype"])
-    if "tuple" in v:
-        return tuple(_decode(x) for x in v["tuple"])
-    return v
-
-
-def _launched(obj: Any) -> tuple[Any, Any]:
-    """(autotuner, what it launches) in the chain from `obj` (a module-level name: the autotuner,
-    a @triton.heuristics or a library's wrapper above it): the object under the autotuner."""
-    from triton.runtime.autotuner import Autotuner
-
-    for _ in range(16):
-        if isinstance(obj, Autotuner):  # Triton's, a library's subclass, or abductune's
-            return obj, obj.fn
-        nxt = getattr(obj, "fn", None)
-        if nxt is None or inspect.isfunction(nxt):
-            break
-        obj = nxt
-    return None, obj
-
-
-def _config_pre_hook(tuner: Any, config: Mapping[str, Any]) -> Any:
-    """The list config's own pre_hook for `config` (else the list's first hook: hooks such as
-    setting descriptors' block shapes from the tile are the same for the whole list)."""
-    hooked = [c for c in getattr(tuner, "configs", ()) if getattr(c, "pre_hook", None) is not None]
-    for c in hooked:
-        if {**c.kwargs, **{k: getattr(c, k, None) for k in config if k not in c.kwargs}} == dict(config):
-            return c.pre_hook
-    return hooked[0].pre_hook if hooked else None
-
-
-def _warm_worker(target: str, args: list[Any], kwargs: dict[str, Any], config: dict[str, Any]) -> None:
-    """In a worker process: compile one config (a launch with warmup=True), filling Triton's
-    cache: the arguments are stand-ins, the kwargs hold what heuristics above the autotuner
-    computed in the caller, and heuristics below it run here as the launch runs them. The
-    config's pre_hook runs first on the stand-ins, as before the real launch (Liger and Triton's
-    TMA tutorials set the descriptors' block shapes there); one that cannot (it zeroes a tensor)
-    is skipped."""
-    import importlib
-
-    mod, qual = target.split(":")
-    obj: Any = importlib.import_module(mod)
-    for part in qual.split("."):
-        obj = getattr(obj, part)
-    tuner, fn = _launched(obj)
-    a = [_decode(x) for x in args]
-    kw = {k: _decode(v) for k, v in kwargs.items()}
-    hook = _config_pre_hook(tuner, config) if tuner is not None else None
-    if hook is not None:
-        try:
-            hook({**dict(zip(getattr(fn, "arg_names", ()), a)), **kw, **config})
-        except Exception:  # noqa: BLE001 - a hook that needs real tensors; the launch may still compile
-            pass
-    fn.run(*a, grid=(1,), warmup=True, **kw, **config)
-
-
-def _config_error(e: BaseException) -> bool:
-    """Whether a compile job failed because of its config (it does not compile, or needs more
-    than the GPU has): the caller's own launch fails alike. Else the worker could not build the
-    call, and the caller compiles the config itself."""
-    return any(k.__name__ in _COMPILE | _RESOURCE for k in type(e).__mro__)
-
-
-def compile_server() -> None:
-    """A compile worker's main loop: "ready" once Triton is imported, then one JSON job per
-    stdin line and one JSON answer per line. Started as `python -c` (not multiprocessing,
-    whose spawn would re-run the caller's unguarded script in every worker); anything the
-    compiler prints goes to stderr."""
-    import importlib
-    import json
-
-    importlib.import_module("triton")  # the slow part of starting, done before saying ready
-
-    answer = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    answer.write('{"ready": true}\n')
-    answer.flush()
-    for line in sys.stdin:
-        job = json.loads(line)
-        try:
-            _warm_worker(job["target"], job["args"], job["kwargs"], job["config"])
-            out: dict[str, Any] = {"ok": True}
-        except Exception as e:  # noqa: BLE001 - reported to the caller, who compiles it itself
-            out = {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000], "config_error": _config_error(e)}
-        answer.write(json.dumps(out) + "\n")
-        answer.flush()
-
-
-class CompilePool:
-    """`workers` compile processes, started at once, fed from one queue; `submit(job)` returns
-    a Future at once; `ready` counts the workers that have finished starting."""
-
-    def __init__(self, workers: int):
-        import queue
-
-        self.jobs: Any = queue.Queue()
-        self.procs: list[Any] = []
-        self.ready = 0
-        self._lock = threading.Lock()
-        for i in range(workers):
-            threading.Thread(target=self._serve, name=f"abductune-compile-{i}", daemon=True).start()
-
-    def submit(self, job: Mapping[str, Any]) -> Any:
-        from concurrent.futures import Future
-
-        f: Any = Future()
-        self.jobs.put((dict(job), f))
-        return f
-
-    def _start(self) -> Any:
-        import subprocess
-
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        proc = subprocess.Popen([sys.executable, "-c", "from abductune.autotune.compiling import compile_server; "
-                                 "compile_server()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, env=env, text=True)
-        with self._lock:
-            self.procs.append(proc)
-        if not proc.stdout.readline():  # "ready", or the worker could not start
-            raise RuntimeError(f"compile worker exited ({proc.wait()})")
-        return proc
-
-    def _serve(self) -> None:
-        import json
-
-        try:
-            proc = self._start()
-        except Exception as e:  # noqa: BLE001 - without workers every config compiles in the caller
-            log.info("compile worker did not start: %s", e)
-            return
-        with self._lock:
-            self.ready += 1
-        while True:
-            job, f = self.jobs.get()
-            if not f.set_running_or_notify_cancel():
-                continue
+    def _job(self, c: Config) -> dict[str, Any] | None:
+        config = launch_kwargs(c)
+        if self.under is not None:  # the caller computes the heuristics; the worker launches the bare kernel
             try:
-                proc.stdin.write(json.dumps(job) + "\n")
-                proc.stdin.flush()
-                line = proc.stdout.readline()
-                if not line:
-                    raise RuntimeError(f"compile worker exited ({proc.wait()})")
-                f.set_result(json.loads(line))
-            except Exception as e:  # noqa: BLE001 - the config compiles in the caller instead
-                f.set_exception(e)
-                if proc.poll() is not None:
-                    with self._lock:
-                        self.ready -= 1
-                    return
+                values = {k: _encode(v) for k, v in peel(self.under, self.args, {**self.kwargs, **config}).items()}
+            except Exception as e:  # noqa: BLE001 - a heuristic this config breaks: it compiles here
+                log.debug("%s: heuristics for %s: %s", self.target, c, e)
+                return None
+            config = {**config, **values}
+        return {"target": self.target, "args": self.a, "kwargs": self.kw, "config": config,
+                "bare": self.under is not None}
 
-    def close(self) -> None:
-        with self._lock:
-            for p in self.procs:
-                if p.poll() is None:
-                    p.kill()
+    def __call__(self, configs: list[Config]) -> None:
+        if self.broken:
+            return
+        pool = compile_pool(self.module)
+        if not pool.hot(self.module):
+            why = pool.failed(self.module)
+            if why:
+                self._broken(f"importing {self.module} failed in the compile workers: {why}")
+            else:
+                self.stats["pool_cold_calls"] += 1  # still starting: this config compiles here
+            return
+        for c in configs:
+            k = config_key(c)
+            if self.broken:
+                return
+            if k in self.jobs:
+                continue
+            job = self._job(c)
+            if job is None:
+                self.jobs[k] = None
+                continue
+            f = pool.submit(job)
+            self.jobs[k], self.configs[k] = f, dict(c)
+            self.stats["sent"] += 1
+            f.add_done_callback(self._done)
 
+    def first_launch(self, c: Config, launch: Callable[[], Any]) -> Any:
+        """A config's first launch here, after settling with the workers; where a worker said it
+        compiled the config, whether Triton found its binary (a compile here means the worker's
+        landed under another cache key: counted, and said once)."""
+        if not self.settle(c):
+            return launch()
+        try:
+            from triton import knobs
 
-_POOL: CompilePool | None = None
-_POOL_LOCK = threading.Lock()
+            comp = knobs.compilation
+            old = comp.listener
+        except (ImportError, AttributeError):  # a Triton without compile listeners: no check
+            return launch()
+        missed: list[bool] = []
 
+        def listener(**kw: Any) -> None:
+            missed.append(not kw.get("cache_hit", True))
+            if old is not None:
+                old(**kw)
+        comp.listener = listener
+        try:
+            return launch()
+        finally:
+            comp.listener = old
+            if any(missed):
+                self.stats["worker_misses"] += 1
+                if self.stats["worker_misses"] == 1:
+                    log.warning("%s: a config a compile worker compiled was compiled again at its launch (its binary "
+                                "is under another cache key); the workers do not help this kernel", self.target)
 
-def compile_pool() -> CompilePool:
-    global _POOL
-    with _POOL_LOCK:
-        if _POOL is None:
-            import atexit
+    def settle(self, c: Config) -> bool:
+        """Settle config `c` with the workers before its first launch here; whether a worker
+        compiled it (see the class)."""
+        k = config_key(c)
+        if k in self._settled:  # a later launch of it (the run-off) finds it compiled by now
+            return False
+        self._settled.add(k)
+        f = self.jobs.get(k)
+        if f is None or self.broken:
+            self.stats["compiled_here"] += 1
+            return False
+        if not f.done() and f.cancel():  # still queued: compiling here is sooner
+            self.stats["withdrawn"] += 1
+            self.stats["compiled_here"] += 1
+            return False
+        if not f.done() and getattr(f, "cold", False):  # its worker is importing the module first
+            self.stats["compiled_here"] += 1
+            return False
+        while not f.done() and self._help(k):
+            pass
+        t0 = time.perf_counter()
+        waited = not f.done()
+        try:
+            res = f.result(timeout=WAIT_RUNNING_S)
+        except Exception:  # noqa: BLE001 - a timeout, or a dead worker: compile here
+            res = None
+        if waited:
+            self.stats["waited"] += 1
+            self.stats["waited_s"] += time.perf_counter() - t0
+        ok = res is not None and bool(res.get("ok"))
+        self.stats["from_workers" if ok else "compiled_here"] += 1
+        return ok
 
-            _POOL = CompilePool(max(1, min(8, (os.cpu_count() or 2) - 1)))
-            atexit.register(_POOL.close)
-        return _POOL
+    def _help(self, k: str) -> bool:
+        """Compile here the first config after `k` whose job no worker has started (withdrawn
+        from the queue); False when there is none (or nothing to compile with)."""
+        if self.compile_here is None:
+            return False
+        keys = list(self.jobs)
+        for j in keys[keys.index(k) + 1:]:
+            f = self.jobs[j]
+            if f is None or j in self._settled or f.done() or f.running() or not f.cancel():
+                continue
+            self.stats["helped"] += 1
+            try:
+                self.compile_here(self.configs[j])
+            except Exception as e:  # noqa: BLE001 - the config's own launch will meet it and report it
+                log.debug("%s: compiling %s here: %s", self.target, self.configs[j], e)
+            return True
+        return False
 
-
-def parallel_warm(target: str, args: Sequence[Any], kwargs: Mapping[str, Any],
-                  on_broken: Callable[[str], None] | None = None) -> Callable[[list[Config]], None] | None:
-    """A `warm(configs)` that hands each config to a compile worker and returns at once: the
-    measuring loop goes on in this process, and each config's first launch finds Triton's
-    cache filled by a worker, or compiles it here if the worker is not done (so a pool that
-    is still starting never makes the first call slower than compiling serially).
-
-    A job that fails for its config (a compile error) is that config's: its launch here fails
-    alike. A job that fails otherwise means the workers cannot compile this kernel: it is
-    reported once (a warning naming the error), no further config is sent, `on_broken(why)` is
-    told, and every config compiles in this process at its launch (the failed one included)."""
-    try:
-        a = [_encode(x) for x in args]
-        kw = {k: _encode(v) for k, v in kwargs.items() if k not in LAUNCH_KW}
-    except TypeError as e:
-        log.info("%s: compiling serially: %s", target, e)
-        return None
-    broken: list[str] = []
-
-    def done(f: Any) -> None:
+    def _done(self, f: Any) -> None:
         if f.cancelled():
             return
         err = f.exception()
         res = None if err is not None else f.result()
         if err is None and res.get("ok"):
             return
+        self.stats["worker_failed"] += 1
         if err is None and res.get("config_error"):  # the config's own launch reports it
             log.debug("compile worker: %s", res.get("error"))
             return
-        why = str(err) if err is not None else str(res.get("error"))
-        if not broken:
-            broken.append(why)
-            log.warning("compile workers cannot compile %s (%s); its configs compile in this process instead",
-                        target, why.splitlines()[0] if why else "no answer")
-            if on_broken is not None:
-                on_broken(why)
+        self._broken(str(err) if err is not None else str(res.get("error")))
 
-    submitted: set[str] = set()
+    def _broken(self, why: str) -> None:
+        if self.broken:
+            return
+        self.broken.append(why)
+        log.warning("compile workers cannot compile %s (%s); its configs compile in this process instead",
+                    self.target, why.splitlines()[0] if why else "no answer")
+        if self.on_broken is not None:
+            self.on_broken(why)
 
-    def warm(configs: list[Config]) -> None:
-        if broken:
-            return
-        pool = compile_pool()
-        if not pool.ready:  # still starting: this config compiles here, later ones may not
-            return
-        for c in configs:
-            k = config_key(c)
-            if broken:
-                return
-            if k not in submitted:
-                submitted.add(k)
-                job = {"target": target, "args": a, "kwargs": kw, "config": launch_kwargs(c)}
-                pool.submit(job).add_done_callback(done)
-    return warm
+
+def parallel_warm(target: str, args: Sequence[Any], kwargs: Mapping[str, Any],
+                  on_broken: Callable[[str], None] | None = None, under: Any = None,
+                  compile_here: Callable[[Config], Any] | None = None) -> Warmer | None:
+    """A `Warmer` for this call (see there), or None when its arguments cannot be sent to a
+    worker (they compile in this process). `under`: what the autotuner launches, where only
+    @triton.heuristics lie between it and the @triton.jit function (bare-kernel jobs);
+    `compile_here(config)`: a compile-only launch in this process."""
+    try:
+        return Warmer(target, args, kwargs, under, on_broken, compile_here)
+    except TypeError as e:
+        log.info("%s: compiling serially: %s", target, e)
+        return None

@@ -3,17 +3,23 @@ the reference check and the timer; what `Autotuner._tune` measures with, in this
 (isolate=True) in the measuring worker, which rebuilds the call and measures with this too."""
 from __future__ import annotations
 
+import logging
 import os
-from typing import Any, Callable, Mapping
+import statistics
+import time
+from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import AbductuneError
 from ..measure.base import Evaluator
-from ..measure.inprocess import InProcessEvaluator, Launch, bench_timer, wall_clock_bench
+from ..measure.inprocess import InProcessEvaluator, Launch, _samples, bench_timer, status_of, wall_clock_bench
+from ..measurement import Measurement
 from ..problem import Problem
 from ..space import Config, Space
 from ..theory.resources import infeasible
 from .configs import LAUNCH_KW, launch_kwargs, triton_config
 from .keys import dtype_name, interpreted
+
+log = logging.getLogger(__name__)
 
 PRINT_ENV = "ABDUCTUNE_PRINT_AUTOTUNING"
 
@@ -24,11 +30,13 @@ def printing() -> bool:
 
 
 def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, nargs: dict[str, Any],
-                   saved: Mapping[str, Any], space: Space | None = None) -> Evaluator:
+                   saved: Mapping[str, Any], space: Space | None = None, warm: Any = None) -> Evaluator:
     """The caller's call as an evaluator over `space` (the autotuner's, or a missed key's own):
     one Launch per config, the hooks around it (with isolate=True, the same built in a worker
     process on copies of the arguments). A config beyond the list is measured only when the
-    resource model sees no reason it cannot launch and the kernel's `early_config_prune` keeps it."""
+    resource model sees no reason it cannot launch and the kernel's `early_config_prune` keeps it.
+    `warm` (compiling.Warmer): compile workers get the configs to come, and each config's first
+    launch settles with them first (its job done, withdrawn, or waited for)."""
     space = tuner.space if space is None else space
 
     def prune(cfg: Config) -> str | None:
@@ -44,7 +52,9 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
     if tuner.isolate:
         from .isolation import evaluator_for
 
-        return evaluator_for(tuner, problem, args, kwargs, nargs, prune, space)
+        ev = evaluator_for(tuner, problem, args, kwargs, nargs, prune, space)
+        ev.warm = warm  # compile workers fill Triton's cache, which the measuring worker reads
+        return ev
     call_kw = {k: v for k, v in kwargs.items() if k not in LAUNCH_KW}
 
     def launch(cfg: Config) -> Launch:
@@ -56,12 +66,19 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
         ckw = launch_kwargs(cfg)
         full = {**nargs, **kwargs, **ckw}
         hook = tuner._config_hook(cfg)
+        first = [warm is not None]
 
         def before() -> None:
             if hook is not None:
                 hook(full)
             tuner.pre_hook(full)
-        return Launch(lambda: tuner.fn.run(*args, **kwargs, **ckw), before, lambda e: tuner._post(full, e, saved))
+
+        def run() -> Any:
+            if first[0]:  # the first launch compiles: unless a worker has, or is about to
+                first[0] = False
+                return warm.first_launch(cfg, lambda: tuner.fn.run(*args, **kwargs, **ckw))
+            return tuner.fn.run(*args, **kwargs, **ckw)
+        return Launch(run, before, lambda e: tuner._post(full, e, saved))
 
     check: Callable[[Config], str | None] | None = None
     if tuner.reference is not None:
@@ -80,8 +97,63 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
             return None
         check = compare
     timer, retimer = timers(tuner)
-    return InProcessEvaluator(problem, space, launch, timer, check=check, prune=prune,
-                              remeasure_timer=retimer, verbose=printing())
+    return CallEvaluator(problem, space, launch, timer, check=check, prune=prune, warm=warm,
+                         remeasure_timer=retimer, verbose=printing())
+
+
+class CallEvaluator(InProcessEvaluator):
+    """The decorator's evaluator: the configs the Session names ahead (the list, as baselines)
+    go to the compile workers at once, and the final run-off stops once it is decided."""
+
+    def prefetch_hint(self, configs: Sequence[Mapping[str, Any]]) -> None:
+        if self.warm is not None:
+            try:
+                self.warm([dict(c) for c in configs if "impl" not in c])
+            except Exception as e:  # noqa: BLE001 - an optimisation; each launch compiles anyway
+                log.info("parallel compile failed (%s: %s); compiling in this process", type(e).__name__, e)
+                self.warm = None
+
+    def remeasure(self, configs: Sequence[Mapping[str, Any]], *, rounds: int = 1) -> list[Measurement]:
+        """The interleaved re-timing (InProcessEvaluator.remeasure), stopped after round 2 or later
+        once one contender was the fastest in every round so far: its median over the rounds
+        taken is then the lowest, and more rounds would only re-time a run-off it has won against
+        every other one. Between contenders that trade places every round is taken. Saves GPU
+        time that Triton's autotuner never spends (it keeps its first timings)."""
+        cfgs = [dict(c) for c in configs]
+        if rounds <= 2 or len(cfgs) < 2:
+            return super().remeasure(cfgs, rounds=rounds)
+        launches = [self.launch(c) for c in cfgs]
+        times: list[list[float]] = [[] for _ in cfgs]
+        errors: list[BaseException | None] = [None] * len(cfgs)
+        t0 = time.perf_counter()
+        for r in range(rounds):
+            for i, (c, la) in enumerate(zip(cfgs, launches)):
+                if errors[i] is None:
+                    try:
+                        times[i].append(_samples(self.remeasure_timer(c, la))[0])
+                    except Exception as e:  # noqa: BLE001
+                        errors[i] = e
+            if r >= 1 and decided(times, errors):
+                break
+        each = (time.perf_counter() - t0) / len(cfgs)
+        self.clock += each * len(cfgs)
+        self.calls += len(cfgs)
+        self.runoff_rounds = r + 1
+        return [Measurement(c, status_of(e), bench_s=each, error=f"{type(e).__name__}: {e}"[:2000]) if e is not None
+                else Measurement(c, time_ms=statistics.median(ts), samples_ms=tuple(ts), bench_s=each)
+                for c, ts, e in zip(cfgs, times, errors)]
+
+
+def decided(times: Sequence[Sequence[float]], errors: Sequence[BaseException | None]) -> bool:
+    """Whether one contender (of those that ran) was faster than every other in every round."""
+    ok = [ts for ts, e in zip(times, errors) if e is None and ts]
+    if len(ok) < 2:
+        return True
+    n = min(len(ts) for ts in ok)
+    for lead in ok:
+        if all(all(lead[j] < other[j] for j in range(n)) for other in ok if other is not lead):
+            return True
+    return False
 
 
 def timers(tuner: Any) -> tuple[Callable, Callable]:

@@ -28,8 +28,13 @@ class _Worker:
     hooks, timer and reference, and `call_evaluator` measuring as in-process."""
 
     def __init__(self, setup: Mapping[str, Any]):
+        import os
+
         import torch
 
+        from .compile_workers import POOL_ENV
+
+        os.environ[POOL_ENV] = "miss"  # the kernel's module, imported here, must not start a compile pool
         mod, qual = setup["target"].split(":")
         fn: Any = importlib.import_module(mod)
         for part in qual.split("."):

@@ -1,0 +1,349 @@
+"""The decorator's compile workers and cold first call (issues 24 and 27), on the CPU:
+
+- heuristics under the autotuner (a `triton.heuristics` wrapper made where it is called, its
+  module naming the bare kernel): computed here per config, sent as constexprs, and the worker's
+  binary lands under the key the caller's own launch computes (a real compile for sm_90);
+- the pool starts where a kernel is decorated (one look for a GPU per process) and imports the
+  kernels' modules before it takes jobs; a forked child never uses or kills its parent's workers;
+- a launch settles with the workers first: a finished job is used, a queued one withdrawn, a
+  running one waited for; the run-off stops once one contender won every round;
+- `phases`: where a tune's time went."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from autotune_kernels import INTERPRET, interpreted
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+
+from abductune.autotune import compile_workers, compiling  # noqa: E402
+from abductune.autotune.evaluation import CallEvaluator, decided  # noqa: E402
+
+TESTS = Path(__file__).resolve().parent
+SRC = TESTS.parent / "src"
+MODULE = "autotune_kernels.heuristics_rows"
+
+
+class FakePool:
+    """A pool whose futures the test settles by hand (or at once, with `answer`)."""
+
+    def __init__(self, hot=1, answer=None, failed=None):
+        self._hot, self.answer, self._failed, self.jobs, self.futures = hot, answer, failed, [], []
+
+    def hot(self, module):
+        return self._hot
+
+    def failed(self, module):
+        return self._failed
+
+    def submit(self, job):
+        f = Future()
+        f.cold = False
+        self.jobs.append(job)
+        self.futures.append(f)
+        if self.answer is not None:
+            f.set_running_or_notify_cancel()
+            f.set_result(self.answer)
+        return f
+
+
+# ------------------------------------------------------------ heuristics under the autotuner
+
+@interpreted
+def test_heuristics_under_the_autotuner_are_computed_here_and_sent_as_constexprs(monkeypatch):
+    from autotune_kernels import heuristics_rows as hr
+
+    wrapped = hr.wrapped()
+    assert compiling.peelable(wrapped) and compiling.peelable(hr.row_scale)
+    assert not compiling.peelable(SimpleNamespace(fn=SimpleNamespace(fn=hr.row_scale)))  # not Triton's heuristics
+    x = torch.randn(4, 300)
+    args, kwargs = (x, torch.empty_like(x), 300), {"grid": (4,), "warmup": False}
+    assert compiling.peel(wrapped, args, {**kwargs, "BLOCK": 128}) == {"WHOLE_ROW": False, "CONTIG": True}
+    assert compiling.peel(wrapped, args, {**kwargs, "BLOCK": 512})["WHOLE_ROW"] is True
+    # heuristics over heuristics: the outer one first, the inner one sees its value
+    outer = triton.heuristics({"BLOCK": lambda a: 1024})(wrapped)
+    assert compiling.peel(outer, args, kwargs) == {"BLOCK": 1024, "WHOLE_ROW": True, "CONTIG": True}
+    pool = FakePool()
+    monkeypatch.setattr(compiling, "compile_pool", lambda *module: pool)
+    w = compiling.parallel_warm(f"{MODULE}:row_scale", args, kwargs, under=wrapped)
+    w([{"BLOCK": 128, "num_warps": 4}, {"BLOCK": 512, "num_warps": 8}])
+    assert [j["config"] for j in pool.jobs] == [{"BLOCK": 128, "num_warps": 4, "WHOLE_ROW": False, "CONTIG": True},
+                                                {"BLOCK": 512, "num_warps": 8, "WHOLE_ROW": True, "CONTIG": True}]
+    assert all(j["bare"] and j["target"] == f"{MODULE}:row_scale" for j in pool.jobs)
+    assert pool.jobs[0]["args"][2] == 300 and pool.jobs[0]["args"][0]["tensor"] == "torch.float32"
+
+
+def test_an_autotuner_over_a_wrapper_made_where_it_is_called_compiles_in_workers():
+    if INTERPRET:
+        pytest.skip("compiled kernels: the ordinary run")
+    from autotune_kernels import heuristics_rows as hr
+
+    from abductune.autotune import Autotuner
+
+    k = Autotuner(hr.wrapped(), hr.row_scale.arg_names, [triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 512})],
+                  ["n_cols"], store=":memory:")
+    # the module names the bare kernel; only heuristics lie between: the caller computes them
+    assert compiling.compile_plan(k) == ("parallel", f"{MODULE}:row_scale")
+    other = Autotuner(SimpleNamespace(fn=hr.row_scale, arg_names=hr.row_scale.arg_names), hr.row_scale.arg_names,
+                      [triton.Config({"BLOCK": 128}), triton.Config({"BLOCK": 512})], ["n_cols"], store=":memory:")
+    plan = compiling.compile_plan(other)  # an unknown wrapper: workers could not rebuild it
+    assert plan[0] == "serial" and "cannot rebuild" in plan[1], plan
+
+
+_CHECK = """
+import json, sys, torch
+from triton import knobs
+from triton.runtime import driver
+from abductune.measure.worker import TargetOnlyDriver
+from autotune_kernels import heuristics_rows as hr
+driver.set_active(TargetOnlyDriver(90, 32))  # compile-only launches for sm_90, no GPU
+out = []
+for cfg in json.loads(sys.argv[1]):
+    seen = []
+    knobs.compilation.listener = lambda **kw: seen.append(kw.get("cache_hit", True))
+    x = torch.randn(4, 300)
+    hr.wrapped().run(x, torch.empty_like(x), 300, grid=(4,), warmup=True, **cfg)  # as the caller launches it
+    out.append(seen != [] and not all(seen))
+print(json.dumps(out))
+"""
+
+
+def test_a_worker_compiles_the_bare_kernel_under_the_key_the_callers_launch_computes(tmp_path, monkeypatch):
+    if INTERPRET:
+        pytest.skip("compiles for sm_90: the ordinary run")
+    from autotune_kernels import heuristics_rows as hr
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # the workers get the environment at their start
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(SRC), str(TESTS)]))
+    guard = "autotune_kernels.pool_guard"  # imports only where the worker starts no pool of its own
+    pool = compile_workers.CompilePool(1, target=(90, 32), modules=(MODULE, guard))
+    try:
+        t0 = time.perf_counter()
+        while not (pool.hot(guard) or pool.failed(guard)) and time.perf_counter() - t0 < 180:
+            time.sleep(0.05)
+        assert pool.hot(MODULE) == 1 and pool.stats["target"] == (90, 32), pool.stats
+        assert pool.hot(guard) == 1, pool.failed(guard)
+        t0 = time.perf_counter()
+        while not pool.settled() and time.perf_counter() - t0 < 30:
+            time.sleep(0.05)
+        assert pool.settled() and pool.stats["settled_s"] > pool.stats["first_ready_s"] > 0
+        monkeypatch.setattr(compiling, "compile_pool", lambda *module: pool)
+        x = torch.randn(4, 300)
+        wrapped = hr.wrapped()
+        w = compiling.parallel_warm(f"{MODULE}:row_scale", (x, torch.empty_like(x), 300),
+                                    {"grid": (4,), "warmup": False}, under=wrapped)
+        cfgs = [{"BLOCK": 128, "num_warps": 4}, {"BLOCK": 512, "num_warps": 4}]  # a loop over the row; the whole row
+        w(cfgs)
+        answers = [f.result(timeout=300) for f in w.jobs.values()]  # the launches come after the compiles here
+        for c in cfgs:
+            w.settle(c)
+        assert answers == [{"ok": True}] * 2 and w.stats["from_workers"] == 2 and not w.broken, (w.stats, w.broken)
+    finally:
+        pool.close()
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", _CHECK, json.dumps(cfgs + [{"BLOCK": 256, "num_warps": 4}])], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # compiled at the caller's launch: not the two the worker compiled, only the one it never saw
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [False, False, True]
+
+
+# ------------------------------------------------------------------------ the pool's start
+
+def test_early_start_looks_for_a_gpu_once_and_imports_every_decorated_module(monkeypatch):
+    from abductune.measure import target
+
+    looks, preloads = [], []
+    fake = SimpleNamespace(preload=preloads.append, pid=os.getpid())
+
+    def started(*module):
+        compile_workers._POOL = fake  # restored by monkeypatch below
+        return fake
+    monkeypatch.setattr(target, "gpu_arch", lambda: looks.append(1) or 90)
+    monkeypatch.setattr(compile_workers, "compile_pool", started)
+    monkeypatch.setattr(compile_workers, "_POOL", None)
+    monkeypatch.setattr(compile_workers, "_EARLY", {"pid": None, "modules": []})
+    monkeypatch.setenv(compile_workers.POOL_ENV, "miss")
+    assert compile_workers.start_early("lib.a") is False and not looks
+    monkeypatch.setenv(compile_workers.POOL_ENV, "early")
+    assert compile_workers.start_early("lib.a") and compile_workers.start_early("lib.b")
+    t0 = time.perf_counter()
+    while len(preloads) < 1 and time.perf_counter() - t0 < 10:
+        time.sleep(0.01)
+    compile_workers.start_early("lib.a")  # a kernel decorated once the pool runs: its module again
+    t0 = time.perf_counter()
+    while len(preloads) < 3 and time.perf_counter() - t0 < 10:
+        time.sleep(0.01)
+    assert looks == [1] and sorted(preloads) == ["lib.a", "lib.a", "lib.b"]
+    # no GPU named: nothing starts, and the look is not repeated for the next kernel
+    looks.clear()
+    preloads.clear()
+    monkeypatch.setattr(target, "gpu_arch", lambda: looks.append(1) or None)
+    monkeypatch.setattr(compile_workers, "_EARLY", {"pid": None, "modules": []})
+    monkeypatch.setattr(compile_workers, "_POOL", None)
+    compile_workers.start_early("lib.c")
+    compile_workers.start_early("lib.d")
+    time.sleep(0.3)
+    assert looks == [1] and preloads == []
+
+
+def test_a_forked_childs_copy_of_the_pool_is_neither_used_nor_closed(monkeypatch):
+    monkeypatch.setenv(compile_workers.WORKERS_ENV, "3")
+    assert compile_workers.workers_wanted() == 3
+    monkeypatch.setenv(compile_workers.WORKERS_ENV, "many")
+    assert 1 <= compile_workers.workers_wanted() <= 8
+    monkeypatch.setattr(compile_workers, "workers_wanted", lambda: 0)
+    parents = compile_workers.CompilePool(0, target=None)
+    killed = []
+    parents.procs.append(SimpleNamespace(poll=lambda: None, kill=lambda: killed.append(1)))
+    parents.pid = -1  # as a forked child sees the pool its parent started
+    monkeypatch.setattr(compile_workers, "_POOL", parents)
+    assert compile_workers.pool_started() is None
+    mine = compile_workers.compile_pool("lib.a")
+    assert mine is not parents and mine.pid == os.getpid() and mine.modules == ["lib.a"]
+    parents.close()
+    assert killed == []  # the parent's workers are the parent's
+    mine.close()
+
+
+# ------------------------------------------------------------------- settling, the run-off
+
+def test_a_launch_uses_a_finished_job_withdraws_a_queued_one_and_waits_for_a_running_one(monkeypatch):
+    pool = FakePool()
+    monkeypatch.setattr(compiling, "compile_pool", lambda *module: pool)
+    w = compiling.parallel_warm("m:k", [torch.zeros(2)], {})
+    cfgs = [{"B": b} for b in (1, 2, 3, 4, 5)]
+    w(cfgs)
+    done, queued, running, cold, late = pool.futures
+    done.set_running_or_notify_cancel()
+    done.set_result({"ok": True})
+    running.set_running_or_notify_cancel()
+    cold.set_running_or_notify_cancel()
+    cold.cold = True  # its worker is still importing the module
+    late.set_running_or_notify_cancel()
+    w.settle(cfgs[0])
+    w.settle(cfgs[1])
+    assert queued.cancelled()
+    import threading
+
+    threading.Timer(0.2, lambda: running.set_result({"ok": True})).start()
+    w.settle(cfgs[2])  # waits for the worker rather than compiling it a second time
+    w.settle(cfgs[3])
+    late.set_result({"ok": False, "error": "TypeError: x", "config_error": False})
+    w.settle(cfgs[4])
+    w.settle(cfgs[0])  # the run-off's launch of a settled config counts nothing
+    s = w.stats
+    assert (s["from_workers"], s["withdrawn"], s["waited"], s["compiled_here"]) == (2, 1, 1, 3), s
+    assert s["waited_s"] >= 0.1
+    # a pool whose workers could not import the module: reported once, nothing sent
+    broken = []
+    pool2 = FakePool(hot=0, failed="ModuleNotFoundError: No module named 'torch'")
+    monkeypatch.setattr(compiling, "compile_pool", lambda *module: pool2)
+    w2 = compiling.parallel_warm("m:k", [torch.zeros(2)], {}, on_broken=broken.append)
+    w2(cfgs)
+    w2(cfgs)
+    assert pool2.jobs == [] and len(broken) == 1 and "importing m failed" in broken[0]
+
+
+def test_while_a_worker_compiles_its_config_this_process_compiles_the_next_queued_ones(monkeypatch):
+    pool = FakePool()
+    monkeypatch.setattr(compiling, "compile_pool", lambda *module: pool)
+    here = []
+
+    def compile_here(c):
+        here.append(c["B"])
+        if len(here) == 2:  # the worker finishes config 1 while this process compiles config 3
+            first.set_result({"ok": True})
+    cfgs = [{"B": b} for b in (1, 2, 3, 4)]
+    w = compiling.parallel_warm("m:k", [torch.zeros(2)], {}, compile_here=compile_here)
+    w(cfgs)
+    first, second, third, fourth = pool.futures
+    first.set_running_or_notify_cancel()  # a worker compiles config 1; 2, 3 and 4 wait in the queue
+    w.settle(cfgs[0])
+    # this process compiled the next queued configs (withdrawn from the queue) until config 1 was done
+    assert here == [2, 3] and second.cancelled() and third.cancelled() and not fourth.cancelled()
+    assert w.stats["helped"] == 2 and w.stats["from_workers"] == 1
+    w.settle(cfgs[1])  # compiled here already: nothing to wait for
+    assert w.stats["compiled_here"] == 1 and here == [2, 3]
+
+
+def test_a_worker_binary_compiled_again_at_launch_is_counted_and_said_once(monkeypatch, caplog):
+    import logging
+
+    from triton import knobs
+
+    pool = FakePool(answer={"ok": True})
+    monkeypatch.setattr(compiling, "compile_pool", lambda *module: pool)
+    w = compiling.parallel_warm("m:k", [torch.zeros(2)], {})
+    cfgs = [{"B": b} for b in (1, 2, 3)]
+    w(cfgs)
+    seen = []
+    monkeypatch.setattr(knobs.compilation, "listener", lambda **kw: seen.append(kw))  # the user's own, kept
+
+    def compiles_again():  # what Triton's compile() tells the listener on a cache miss
+        knobs.compilation.listener(src=None, cache_hit=False)
+        return "kernel"
+    with caplog.at_level(logging.WARNING, logger="abductune.autotune"):
+        assert w.first_launch(cfgs[0], lambda: "kernel") == "kernel"  # found the worker's binary
+        w.first_launch(cfgs[1], compiles_again)
+        w.first_launch(cfgs[2], compiles_again)
+    assert w.stats["worker_misses"] == 2 and w.stats["from_workers"] == 3 and len(seen) == 2
+    assert len([r for r in caplog.records if "another cache key" in r.getMessage()]) == 1
+    assert knobs.compilation.listener is not None and knobs.compilation.listener.__name__ == "<lambda>"
+
+
+def _evaluator(table):
+    """A CallEvaluator whose run-off timer reads per-config times round by round from `table`."""
+    from abductune.measure.inprocess import Launch
+    from abductune.problem import Problem
+    from abductune.space import Choice, Space
+
+    rounds = {k: iter(v) for k, v in table.items()}
+    space = Space([Choice("B", list(table))])
+    ev = CallEvaluator(Problem("k", "other", {"n": 1}), space, lambda c: Launch(lambda: None),
+                       lambda c, la: 1.0, remeasure_timer=lambda c, la: next(rounds[c["B"]]))
+    return ev
+
+
+def test_the_runoff_stops_once_one_contender_won_every_round():
+    clear = _evaluator({1: [1.0, 1.0, 9, 9, 9], 2: [1.1, 1.2, 0, 0, 0], 3: [1.3, 1.05, 0, 0, 0]})
+    ms = clear.remeasure([{"B": 1}, {"B": 2}, {"B": 3}], rounds=5)
+    assert clear.runoff_rounds == 2 and [m.samples_ms for m in ms] == [(1.0, 1.0), (1.1, 1.2), (1.3, 1.05)]
+    traded = _evaluator({1: [1.0, 1.2, 1.0, 1.2, 1.0], 2: [1.1, 1.1, 1.1, 1.1, 1.1]})
+    ms = traded.remeasure([{"B": 1}, {"B": 2}], rounds=5)
+    assert traded.runoff_rounds == 5 and [m.time_ms for m in ms] == [1.0, 1.1]
+    late = _evaluator({1: [1.0, 1.2, 1.0, 1.0, 9], 2: [1.1, 1.1, 1.1, 1.1, 9]})
+    late.remeasure([{"B": 1}, {"B": 2}], rounds=5)
+    assert late.runoff_rounds == 5  # it lost a round: every round is taken
+    assert decided([[1.0], [2.0]], [None, ValueError()]) and not decided([[1.0, 2.0], [1.5, 1.5]], [None, None])
+
+
+@interpreted
+def test_phases_say_where_a_tune_spent_its_time(tmp_path: Path):
+    from autotune_kernels import matmul as mm
+
+    def timer(cfg, launch):
+        time.sleep(0.01)
+        return [{16: 3.0, 32: 1.0}[cfg["BLOCK_SIZE_M"]] + (cfg["BLOCK_SIZE_N"] == 32) * 0.001]
+
+    k = mm.make(store=tmp_path / "s.sqlite", timer=timer)
+    mm.matmul(k, torch.randn(40, 24), torch.randn(24, 36))
+    [p] = k.phases
+    parts = ("lookup_s", "before_session_s", "first_launch_s", "bench_s", "runoff_s", "store_s", "session_other_s",
+             "after_session_s")
+    assert all(p[n] >= 0 for n in parts) and p["evaluations"] == k.stats["evaluations"]
+    assert p["bench_s"] >= 0.01 * p["evaluations"]  # the timer's own time
+    assert sum(p[n] for n in parts[1:]) <= p["wall_s"] + 0.01
+    assert p["runoff_contenders"] == k.stats["retimed"]
+    assert p["compile"]["plan"] == "serial" and "interpreter" in p["compile"]["why"]
+    json.dumps(p)  # what the benchmarks write
