@@ -347,3 +347,31 @@ def test_phases_say_where_a_tune_spent_its_time(tmp_path: Path):
     assert p["runoff_contenders"] == k.stats["retimed"]
     assert p["compile"]["plan"] == "serial" and "interpreter" in p["compile"]["why"]
     json.dumps(p)  # what the benchmarks write
+
+
+def test_a_module_importable_only_through_a_folder_its_library_added_is_preloaded_with_that_folder(tmp_path,
+                                                                                                  monkeypatch):
+    # FlagGems imports its per-GPU backends as `hopper.ops.mm` after putting their folder on
+    # sys.path; workers started with the caller's earlier path must be told that folder.
+    from abductune.autotune.compile_workers import import_root
+
+    root = tmp_path / "backend"
+    (root / "hopperish" / "ops").mkdir(parents=True)
+    (root / "hopperish" / "__init__.py").write_text("")
+    (root / "hopperish" / "ops" / "__init__.py").write_text("")
+    (root / "hopperish" / "ops" / "mm.py").write_text("VALUE = 7\n")
+    monkeypatch.syspath_prepend(str(root))
+    import importlib
+
+    importlib.import_module("hopperish.ops.mm")
+    assert import_root("hopperish.ops.mm") == str(root.resolve())
+    assert import_root("hopperish.ops") == str(root.resolve())  # a package: its __init__.py
+    assert import_root("no.such.module") is None
+    probe = ("import json, sys; from abductune.autotune.compile_workers import _preload; "
+             "print(json.dumps([_preload('hopperish.ops.mm'), _preload('hopperish.ops.mm', sys.argv[1])]))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    out = subprocess.run([sys.executable, "-c", probe, str(root.resolve())], env=env, capture_output=True,
+                         text=True, timeout=120)
+    without, with_root = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not without["ok"] and "hopperish" in without["error"]
+    assert with_root == {"ok": True}

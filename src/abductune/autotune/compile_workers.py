@@ -24,6 +24,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Mapping
 
 from ..measure.inprocess import _COMPILE, _RESOURCE
@@ -160,7 +161,22 @@ def _config_error(e: BaseException) -> bool:
     return any(k.__name__ in _COMPILE | _RESOURCE for k in type(e).__mro__)
 
 
-def _preload(module: str) -> dict[str, Any]:
+def import_root(module: str) -> str | None:
+    """The folder that makes `module` importable by its name: where its top package sits. A
+    library may put its own folders on `sys.path` when it is imported (FlagGems' per-GPU
+    backends are imported as `hopper.ops.mm`), after the workers started with the caller's
+    path; the workers add this folder before importing the module."""
+    f = getattr(sys.modules.get(module), "__file__", None)
+    if not f:
+        return None
+    p = Path(f).resolve()
+    depth = len(module.split(".")) - (0 if p.name == "__init__.py" else 1)
+    return str(p.parents[depth]) if depth < len(p.parents) else None
+
+
+def _preload(module: str, root: str | None = None) -> dict[str, Any]:
+    if root and root not in sys.path:
+        sys.path.append(root)  # after the worker's own path: never shadows what it imports already
     try:
         importlib.import_module(module)
         return {"ok": True}
@@ -187,7 +203,7 @@ def compile_server() -> None:
     for line in sys.stdin:
         job = json.loads(line)
         if "preload" in job:
-            out = _preload(job["preload"])
+            out = _preload(job["preload"], job.get("root"))
         else:
             try:
                 _warm_worker(job["target"], job["args"], job["kwargs"], job["config"], bool(job.get("bare")))
@@ -218,6 +234,7 @@ class CompilePool:
         self.ready = 0
         self.pid = os.getpid()
         self.modules: list[str] = list(dict.fromkeys(modules))
+        self.roots: dict[str, str | None] = {m: import_root(m) for m in self.modules}
         self._have: dict[str, int] = {}  # module -> workers that imported it
         self._tried: dict[str, int] = {}  # module -> workers that tried to
         self._starting = workers  # workers neither ready nor failed to start yet
@@ -289,7 +306,7 @@ class CompilePool:
                 todo = [m for m in list(self.modules) if m not in have]
                 if todo:  # imports first: a job then finds its module imported
                     t0 = time.perf_counter()
-                    got = self._ask(proc, {"preload": todo[0]})
+                    got = self._ask(proc, {"preload": todo[0], "root": self.roots.get(todo[0])})
                     have.add(todo[0])
                     with self._lock:
                         self.stats["preloads"].setdefault(todo[0], []).append(round(time.perf_counter() - t0, 3))
@@ -322,6 +339,7 @@ class CompilePool:
     def preload(self, module: str) -> None:
         with self._lock:
             if module not in self.modules:
+                self.roots[module] = import_root(module)
                 self.modules.append(module)
                 self.stats["settled_s"] = None  # warm again once this one is imported too
 
