@@ -8,7 +8,9 @@ DATASETS: files, folders, 'bundled' (the default: our H100 recordings of the bui
 For each recorded shape, each source names one config without measuring anything, using only
 knowledge learned without the scored kernel (`--holdout kernel`, the default; `shape`: without
 the scored shape); its recorded time over the shape's optimum is the score:
-- theory: what `predict` serves (the theory store's rules, or the shipped ranker for matmuls);
+- theory: what `predict` serves (the theory store's rules, or the shipped ranker for matmuls;
+  where those would extrapolate on the kernel's space, the kernel's recorded default, else its
+  first listed config: `theory_source` "default");
 - nearest shape: the best config of the nearest other shape of the same kernel (log2 distance
   of the dims), reused exactly: what caching schedules rather than rules does;
 - observed: the observed database with this shape's rules left out (none left: "-");
@@ -134,7 +136,9 @@ def main() -> None:
             t = o.time_of(cfg)
             return "unrecorded" if t is None else ("ok" if math.isfinite(t) else "infeasible")
         held = Holdout(pb, args.holdout)
-        p = predict(pb, space, book=book, exclude=held)
+        fixed = (ds.meta.get("fixed_configs") or [None])[0]
+        # the kernel's own config, served where the learned sources would extrapolate on its space
+        p = predict(pb, space, book=book, exclude=held, default=ds.meta.get("default_config") or fixed)
         near = nearest(pb, [x for x in obs if x.problem.kernel == pb.kernel and x is not o])
         near_cfg = near.ranked(1)[0] if near else None
         rep = seed_configs(pb, space, pb.hardware, exclude=held)
@@ -145,10 +149,10 @@ def main() -> None:
                      "infeasible" if any(state(c) == "infeasible" for c in nv8) else "unrecorded")
         rer = (reranked(pb, space, 8, exclude=held) or [None])[0]
         tiled = ranked_in_nvidia_tile(pb, space, held)
-        fixed = (ds.meta.get("fixed_configs") or [None])[0]
         default = ds.meta.get("default_config") or space.default()
         rows.append({"kernel": pb.kernel, "shape": ds.name,
                      "theory": ratio(p.config if p else None), "theory_rule": p.describe() if p else None,
+                     "theory_source": p.source if p else None,
                      "nearest_shape": ratio(near_cfg), "nearest": near.name if near else None,
                      "observed": ratio(observed), "heuristics": ratio(heur), "fixed_first": ratio(fixed),
                      "default": ratio(default),

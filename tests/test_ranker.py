@@ -3,6 +3,7 @@ it learns only from what the holdout allows, proposes nothing the resource model
 deterministic, reads roles rather than names, and beats a random pick where the answer is known."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -14,7 +15,7 @@ from abductune.errors import AbductuneError
 from abductune.hardware import KNOWN_GPUS
 from abductune.heuristics.features import NAMES, feature_matrix
 from abductune.heuristics.harvest import Observation, observations_from_datasets
-from abductune.heuristics.ranker import Ranker
+from abductune.heuristics.ranker import CLIP, CLIPS, RIDGE, RIDGES, Ranker, choose_constants, loko_score, shape_data
 from abductune.problem import Holdout, Problem
 from abductune.space import Choice, Pow2, Space
 from abductune.theory.resources import trouble
@@ -138,9 +139,31 @@ def test_fits_on_recorded_datasets_and_ranks_another_kernels_shape():
     assert len(r.rank(rope.problem, rope.space, ranked[:5])) == 5
 
 
+def test_constants_are_chosen_leave_one_kernel_out_without_the_held_out_kernel(synth):
+    """Each family's clip and ridge are the grid's best by leave-one-kernel-out on the training
+    data (`choose_constants`); fitted without a kernel, nothing of that kernel reaches the choice:
+    its recorded times turned upside down give the same ranker."""
+    held = Holdout(synth[0].problem, "kernel")
+    r = Ranker.fit(synth, exclude=held)
+    rest = [shape_data(o) for o in synth if o.kernel != "synth_a"]
+    grid = [(c, x) for c in CLIPS for x in RIDGES]
+    assert r.constants == choose_constants(rest) and r.constants["gemm"] in grid
+    best = min(loko_score(rest, c) for c in grid)
+    assert loko_score(rest, r.constants["gemm"]) == pytest.approx(best, abs=1e-12)
+    upside_down = [dataclasses.replace(o, times={k: 1.0 / t for k, t in o.times.items()}) if o.kernel == "synth_a"
+                   else o for o in synth]
+    assert Ranker.fit(upside_down, exclude=held).to_dict() == r.to_dict()
+    assert Ranker.fit(upside_down).to_dict() != Ranker.fit(synth).to_dict()  # the test can tell them apart
+    # two kernels left: too few to choose by (each inner fit would learn from one): hand-set
+    two = Ranker.fit(synth[:6])
+    assert two.constants == {} and two.to_dict()["models"] == Ranker.fit(synth[:6], select=False).to_dict()["models"]
+    assert (CLIP, RIDGE) in grid
+
+
 def test_a_saved_linear_ranker_ranks_as_the_fitted_one(synth):
     r = Ranker.fit(synth[3:])
     back = Ranker.from_dict(r.to_dict())
+    assert back.constants == r.constants and r.constants
     o = synth[0]
     assert [tuple(c.values()) for c in back.rank(o.problem, o.space)][:10] == \
         [tuple(c.values()) for c in r.rank(o.problem, o.space)][:10]
@@ -170,10 +193,18 @@ def test_statistics_refit_equals_a_fit_on_the_data():
                                      + zoo_datasets("zoo_rmsnorm_bf16")[:2])
     stats = [ShapeStats.from_dict(ShapeStats.of(shape_data(o)).to_dict()) for o in obs]  # through the file format
     for hold in (None, Holdout(obs[0].problem, "kernel"), Holdout(obs[-1].problem, "shape")):
-        a, b = Ranker.fit(obs, exclude=hold), Ranker.from_stats(stats, exclude=hold)
-        assert a.trained_on == b.trained_on
-        for g, m in a.models.items():
-            assert np.allclose(m.coef, b.models[g].coef, rtol=1e-5, atol=1e-6), g  # 9 digits saved
+        for select in (False, True):
+            a = Ranker.fit(obs, exclude=hold, select=select)
+            b = Ranker.from_stats(stats, exclude=hold, constants=a.constants)
+            assert a.trained_on == b.trained_on and a.constants == b.constants
+            for g, m in a.models.items():
+                assert np.allclose(m.coef, b.models[g].coef, rtol=1e-5, atol=1e-6), g  # 9 digits saved
+    # every target clip of the grid is saved: a refit with another clip is a fit on the data
+    other = {"elementwise": (CLIPS[0], RIDGES[2]), "rows": (CLIPS[2], RIDGES[0])}
+    a, b = Ranker.fit(obs, select=False), Ranker.from_stats(stats, constants=other)
+    c = Ranker.from_stats([ShapeStats.of(shape_data(o)) for o in obs], constants=other)
+    assert not np.allclose(a.models["rows"].coef, b.models["rows"].coef)
+    assert all(np.allclose(b.models[g].coef, c.models[g].coef, rtol=1e-5, atol=1e-6) for g in b.models)
     assert "gelu_mul_fp16" not in Ranker.from_stats(stats, exclude=Holdout(obs[0].problem, "kernel")).trained_on["all"]
 
 
@@ -183,7 +214,7 @@ def test_shipped_file_is_zoo_and_bundled_and_not_stale():
     import json
 
     from abductune.heuristics import ranker_shipped as rs
-    from abductune.heuristics.ranker import ShapeStats, shape_data
+    from abductune.heuristics.ranker import ShapeStats, holdout_groups
 
     d = json.loads(rs.PATH.read_text())
     assert d["sources"] == ["zoo", "bundled"] and d["command"] == "python -m abductune.heuristics.ranker_shipped"
@@ -204,6 +235,12 @@ def test_shipped_file_is_zoo_and_bundled_and_not_stale():
     sh = rs.load()
     for g, m in d["model"]["models"].items():  # the model shown in the file is the one served
         assert np.allclose(m["coef"], sh.ranker.models[g].coef, atol=2e-6), g
+    # the constants: chosen for every group a kernel holdout leaves out, and as the code chooses
+    # them now (the elementwise family's three kernels: a full rechoice takes the 30 s refit)
+    assert set(sh.without) == set(holdout_groups(sh.stats)), stale
+    mine = [shape_data(o) for o in obs if o.problem.kernel_class == "elementwise" and shape_data(o) is not None]
+    assert choose_constants(mine).get("elementwise") == tuple(d["constants"]["all"]["elementwise"]), stale
+    assert sh.ranker.constants == {g: tuple(c) for g, c in d["constants"]["all"].items()}
 
 
 def test_leave_one_kernel_out_refits_without_the_kernel(splitk):
@@ -216,6 +253,12 @@ def test_leave_one_kernel_out_refits_without_the_kernel(splitk):
     assert rs.shipped_ranker(Holdout(splitk.problem, "kernel"))[0] is loko  # cached per set left out
     loso, left = rs.shipped_ranker(splitk.problem)  # a Problem: its shape only
     assert left == ("zoo_mm_splitk_fp16",) and "zoo_mm_splitk_fp16" in loso.trained_on["gemm"]
+    # nested: the refit's constants were chosen without the kernel (`build`), not on all data
+    sh = rs.load()
+    (group,) = [g for g in sh.without if "zoo_mm_splitk_fp16" in g]
+    assert loko.constants == sh.without[group] and loko.constants["gemm"] != full.constants["gemm"]
+    # a holdout of kernels in two groups has no nested choice: the hand-set constants, chosen by no figure
+    assert rs.refit_constants(sh, frozenset({"zoo_mm_splitk_fp16", "softmax_fp16"})) == {}
     sp = splitk.space()
     assert full.rank(splitk.problem, sp)[:4] != loko.rank(splitk.problem, sp)[:4]  # the test can tell them apart
 

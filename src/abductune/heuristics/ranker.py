@@ -5,13 +5,19 @@
 
 What it learns: for each recorded shape, every config's time over the shape's optimum, as a
 function of the kernel-agnostic features of `heuristics.features`. Two models, both fixed
-before any leave-one-kernel-out figure was read:
+before any leave-one-kernel-out figure was read (the linear one's constants later chosen as
+below):
 
-- `kind="linear"` (the default): a pairwise least-squares ranker. The log slowdown (clipped
-  at `CLIP`: past 3x the optimum a config is simply bad, its exact slowness says nothing about
+- `kind="linear"` (the default): a pairwise least-squares ranker. The log slowdown (clipped:
+  past a few times the optimum a config is simply bad, its exact slowness says nothing about
   the top) is fitted by ridge regression after subtracting each shape's mean from its targets
   and features, which is least squares over every pair of configs of the same shape; shapes
-  weigh 1 / their kernel's shape count, so every kernel counts once.
+  weigh 1 / their kernel's shape count, so every kernel counts once. The clip and the ridge
+  of each family are chosen from a small grid around the hand-set `CLIP` (3x) and `RIDGE` by
+  leave-one-kernel-out on the training data alone (`choose_constants`): fitted without a
+  scored kernel, the choice is nested and never sees it. Measured leave-one-kernel-out on the
+  zoo's and the bundled matmuls, this beat the hand-set constants (session 16,
+  benchmarks/results/session16/issue27_zeroshot/README.md).
 - `kind="knn"`: no fitted weights. A config scores the mean, over the `K_SHAPES` recorded
   shapes nearest the problem (log2 FLOPs and bytes), of the slowdown of the config nearest it
   in standardized features.
@@ -50,6 +56,14 @@ log = logging.getLogger(__name__)
 
 CLIP = math.log(3.0)
 RIDGE = 1e-2  # times the total weight (the number of kernels): a mild pull towards 0
+# The neighbourhood `choose_constants` picks each family's clip and ridge from, by
+# leave-one-kernel-out on the training data alone: the hand-set values above and one step
+# either side (a factor ~1.5 in the clip, 10 in the ridge), fixed before any figure was read.
+CLIPS = (math.log(2.0), CLIP, math.log(5.0))
+RIDGES = (1e-3, RIDGE, 1e-1)
+# kernels (holdout groups) a family needs before its constants are chosen rather than set:
+# each inner fit then still learns from two
+SELECT_MIN_KERNELS = 3
 K_SHAPES = 3
 KINDS = ("linear", "knn")
 FAMILIES = {"matmul": "gemm", "quantized_matmul": "gemm", "row_reduction": "rows",
@@ -76,6 +90,14 @@ class Shape:
     key: str = ""  # the problem's: what a Holdout is matched against
     dims: dict[str, int] = field(default_factory=dict)
     source_hash: str = ""
+    # unclipped log slowdowns (inf: failed) and the configs the resource model accepts (what
+    # `rank` chooses among): how `choose_constants` scores a fit; None where not kept
+    logr: np.ndarray | None = None
+    ok: np.ndarray | None = None
+
+    def targets(self, clip: float) -> np.ndarray:
+        """The log slowdowns clipped at `clip` (from `y`, clipped at CLIP, without `logr`)."""
+        return np.minimum(self.logr if self.logr is not None else self.y, clip)
 
 
 def _where(problem: Problem) -> np.ndarray:
@@ -95,12 +117,13 @@ def shape_data(obs: Any, cache: dict | None = None) -> Shape | None:
     opt = obs.optimum
     if not math.isfinite(opt) or len(keys) < 2:
         return None
-    X = feature_matrix(obs.problem, obs.space, [obs.space.from_key(k) for k in keys])
-    y = np.array([min(math.log(obs.times[k] / opt), CLIP) if math.isfinite(obs.times[k]) else CLIP
-                  for k in keys])
+    cfgs = [obs.space.from_key(k) for k in keys]
+    X = feature_matrix(obs.problem, obs.space, cfgs)
+    logr = np.array([math.log(obs.times[k] / opt) if math.isfinite(obs.times[k]) else math.inf for k in keys])
     p = obs.problem
-    got = Shape(obs.name, obs.kernel, family(p, obs.space), X, y, _where(p), key=p.key(), dims=dict(p.dims),
-                source_hash=p.source_hash)
+    ok = np.array([trouble(p, obs.space, c) is None for c in cfgs])
+    got = Shape(obs.name, obs.kernel, family(p, obs.space), X, np.minimum(logr, CLIP), _where(p), key=p.key(),
+                dims=dict(p.dims), source_hash=p.source_hash, logr=logr, ok=ok)
     if cache is not None:
         cache[key] = got
     return got
@@ -134,8 +157,9 @@ class Model:
 class ShapeStats:
     """What a linear fit needs of one recorded shape: with X its configs' features (n rows),
     Xc = X less its column means and yc its targets less their mean, `mean` = X's column means,
-    `cov` = Xc'Xc / n and `xy` = Xc'yc / n. Shape-mean centring makes these per shape, and the
-    per-kernel weights are applied when fitting, so any subset refits exactly from them."""
+    `cov` = Xc'Xc / n and `xy` = Xc'yc / n, one row per clip of `CLIPS`. Shape-mean centring
+    makes these per shape, and the per-kernel weights are applied when fitting, so any subset
+    refits exactly from them, with any of the clips."""
 
     kernel: str
     family: str
@@ -150,10 +174,11 @@ class ShapeStats:
 
     @classmethod
     def of(cls, s: Shape) -> "ShapeStats":
-        Xc, yc = s.X - s.X.mean(0), s.y - s.y.mean()
+        Xc = s.X - s.X.mean(0)
         n = len(s.y)
+        xy = np.array([Xc.T @ (t - t.mean()) / n for t in (s.targets(c) for c in CLIPS)])
         return cls(s.kernel, s.family, s.name, s.key, dict(s.dims), s.source_hash, n, s.X.mean(0),
-                   Xc.T @ Xc / n, Xc.T @ yc / n)
+                   Xc.T @ Xc / n, xy)
 
     def covered_by(self, hold: Holdout) -> bool:
         return hold.covers(self.kernel, self.dims, self.key, self.source_hash)
@@ -172,7 +197,7 @@ class ShapeStats:
         cov[iu] = d["cov"]
         cov = cov + np.triu(cov, 1).T
         return cls(d["kernel"], d["family"], d["name"], d["key"], dict(d["dims"]), d.get("source_hash", ""),
-                   int(d["rows"]), mean, cov, np.array(d["xy"], dtype=float))
+                   int(d["rows"]), mean, cov, np.array(d["xy"], dtype=float).reshape(len(CLIPS), len(mean)))
 
 
 def _floats(a: np.ndarray) -> list[float]:
@@ -188,16 +213,20 @@ def _weights(kernels: Sequence[str]) -> np.ndarray:
     return np.array([1.0 / count[k] for k in kernels])
 
 
-def _fit_linear(stats: Sequence[ShapeStats], weights: np.ndarray) -> Model:
+def _fit_linear(stats: Sequence[ShapeStats], weights: np.ndarray,
+                constants: tuple[float, float] = (CLIP, RIDGE)) -> Model:
     """Ridge over every pair of configs of the same shape (module docstring), from statistics:
-    the same sums as stacking the centred rows with row weight (shape weight / rows)."""
+    the same sums as stacking the centred rows with row weight (shape weight / rows).
+    `constants`: (clip, ridge), the clip one of `CLIPS`."""
+    clip, ridge = constants
+    row = CLIPS.index(clip)
     W = float(weights.sum())
     mean = sum(w * s.mean for w, s in zip(weights, stats)) / W
     cov = sum(w * s.cov for w, s in zip(weights, stats))
     scale = np.sqrt(np.diag(cov) / W)
     scale = np.where(scale > 1e-12, scale, 1.0)  # a feature that never varies gets weight 0 below
-    A = cov / np.outer(scale, scale) + RIDGE * W * np.eye(len(mean))
-    b = sum(w * s.xy for w, s in zip(weights, stats)) / scale
+    A = cov / np.outer(scale, scale) + ridge * W * np.eye(len(mean))
+    b = sum(w * s.xy[row] for w, s in zip(weights, stats)) / scale
     return Model("linear", mean, scale, coef=np.linalg.solve(A, b))
 
 
@@ -216,21 +245,94 @@ def _nothing_left(shapes: Sequence[Any]) -> None:
                              "Triton-style space (warps and tile roles) on a known GPU")
 
 
+def holdout_groups(items: Sequence[Any]) -> list[frozenset[str]]:
+    """The training kernels of `items` (Shapes or ShapeStats) in the groups a kernel holdout
+    leaves out together: the same kernel family (name up to its dtype suffix) or the same
+    source hash (`Holdout.covers`), joined transitively; sorted."""
+    from ..problem import kernel_family
+
+    tags: dict[str, set[str]] = {}
+    for it in items:
+        tags.setdefault(it.kernel, set()).update({"family:" + kernel_family(it.kernel)}
+                                                 | ({"source:" + it.source_hash} if it.source_hash else set()))
+    groups: list[tuple[set[str], set[str]]] = []  # (kernels, tags)
+    for k, t in tags.items():
+        joined = [g for g in groups if g[1] & t]
+        ks, ts = {k}, set(t)
+        for g in joined:
+            ks |= g[0]
+            ts |= g[1]
+            groups.remove(g)
+        groups.append((ks, ts))
+    return sorted((frozenset(g[0]) for g in groups), key=sorted)
+
+
+def _top1_ratio(model: Model, s: Shape) -> float:
+    """The recorded slowdown of `model`'s first pick among the shape's configs the resource
+    model accepts (as `Ranker.rank` picks); a pick that failed counts as the slowest config."""
+    ok = s.ok if s.ok is not None else np.ones(len(s.y), dtype=bool)
+    logr = s.logr if s.logr is not None else s.y
+    idx = np.where(ok)[0]
+    if not len(idx):
+        return 1.0
+    pick = idx[int(np.argmin(np.round(model.scores(s.X[idx], s.where), 9)))]
+    finite = logr[np.isfinite(logr)]
+    return float(math.exp(logr[pick] if math.isfinite(logr[pick]) else finite.max()))
+
+
+def loko_score(shapes: Sequence[Shape], constants: tuple[float, float],
+               stats: Sequence[ShapeStats] | None = None) -> float:
+    """Leave-one-kernel-out on `shapes` (one family) with `constants` (clip, ridge): the mean
+    over holdout groups of the mean log top-1 slowdown of the group's shapes, each ranked by
+    the model fitted on the other groups. Lower is better; every kernel counts once."""
+    stats = stats if stats is not None else [ShapeStats.of(s) for s in shapes]
+    per_group = []
+    for g in holdout_groups(shapes):
+        train = [i for i, s in enumerate(shapes) if s.kernel not in g]
+        model = _fit_linear([stats[i] for i in train], _weights([shapes[i].kernel for i in train]), constants)
+        logs = [math.log(_top1_ratio(model, s)) for s in shapes if s.kernel in g]
+        per_group.append(sum(logs) / len(logs))
+    return sum(per_group) / len(per_group)
+
+
+def choose_constants(shapes: Sequence[Shape]) -> dict[str, tuple[float, float]]:
+    """family -> (clip, ridge) from `CLIPS` x `RIDGES` with the best `loko_score` on the
+    family's shapes among these (ties: the hand-set CLIP and RIDGE, then the first in grid
+    order). A family with fewer than `SELECT_MIN_KERNELS` holdout groups keeps the hand-set
+    constants (left out of the answer), and so does the pooled model (it ranks only families
+    with no kernel, which no such score describes). Called on data the scored kernel is
+    already out of, the choice is nested: it never sees that kernel."""
+    grid = [(CLIP, RIDGE)] + [(c, r) for c in CLIPS for r in RIDGES if (c, r) != (CLIP, RIDGE)]
+    out: dict[str, tuple[float, float]] = {}
+    for fam in sorted({s.family for s in shapes}):
+        mine = [s for s in shapes if s.family == fam]
+        if len(holdout_groups(mine)) < SELECT_MIN_KERNELS:
+            continue
+        stats = [ShapeStats.of(s) for s in mine]
+        scores = [loko_score(mine, c, stats) for c in grid]
+        out[fam] = grid[min(range(len(grid)), key=lambda i: (round(scores[i], 12), i))]
+    return out
+
+
 class Ranker:
     """Per-family models (see the module docstring); build one with `Ranker.fit`."""
 
     def __init__(self, models: Mapping[str, Model], kind: str, trained_on: Mapping[str, list[str]],
-                 skipped: Sequence[str] = ()) -> None:
+                 skipped: Sequence[str] = (), constants: Mapping[str, tuple[float, float]] | None = None) -> None:
         self.models, self.kind = dict(models), kind
         self.trained_on = {k: sorted(v) for k, v in trained_on.items()}
         self.skipped = list(skipped)
+        # family -> (clip, ridge) its linear model was fitted with (absent: CLIP, RIDGE)
+        self.constants = dict(constants or {})
 
     @classmethod
     def fit(cls, data: Iterable[Any], *, exclude: "Problem | Holdout | None" = None, kind: str = "linear",
-            cache: dict | None = None) -> "Ranker":
+            cache: dict | None = None, select: bool = True) -> "Ranker":
         """Learn from observations, datasets or dataset paths, leaving out whatever `exclude`
         covers (a Holdout of level "kernel": every shape of that kernel). `cache` (a dict the
-        caller keeps) saves recomputing features when fitting many times on the same data."""
+        caller keeps) saves recomputing features when fitting many times on the same data.
+        `select` (linear): each family's clip and ridge chosen by `choose_constants` on what is
+        left after the holdout; False: the hand-set CLIP and RIDGE."""
         if kind not in KINDS:
             raise AbductuneError(f"ranker kind must be one of {', '.join(KINDS)}, got {kind!r}")
         from .harvest import Observation, observations_from_datasets
@@ -250,7 +352,9 @@ class Ranker:
                 continue
             shapes.append(s)
         if kind == "linear":
-            return cls.from_stats([ShapeStats.of(s) for s in shapes], skipped=skipped)
+            _nothing_left(shapes)
+            return cls.from_stats([ShapeStats.of(s) for s in shapes], skipped=skipped,
+                                  constants=choose_constants(shapes) if select else None)
         _nothing_left(shapes)
         w = _weights([s.kernel for s in shapes])
         # copies: a cached Shape is shared between fits with other holdouts
@@ -263,10 +367,11 @@ class Ranker:
         return cls(models, kind, trained, skipped)
 
     @classmethod
-    def from_stats(cls, stats: Sequence[ShapeStats], *, exclude: Any = None,
-                   skipped: Sequence[str] = ()) -> "Ranker":
+    def from_stats(cls, stats: Sequence[ShapeStats], *, exclude: Any = None, skipped: Sequence[str] = (),
+                   constants: Mapping[str, tuple[float, float]] | None = None) -> "Ranker":
         """The linear ranker `fit` gives on the shapes these statistics came from, less those
-        `exclude` covers (a Problem, a Holdout, a `Problem.key()`, or several)."""
+        `exclude` covers (a Problem, a Holdout, a `Problem.key()`, or several), each family
+        fitted with its `constants` (clip, ridge; a family not named: CLIP, RIDGE)."""
         from .observed import _exclusions
 
         keys, holds = _exclusions(exclude)
@@ -276,9 +381,11 @@ class Ranker:
         groups: dict[str, list[int]] = {POOLED: list(range(len(kept)))}
         for i, s in enumerate(kept):
             groups.setdefault(s.family, []).append(i)
-        models = {g: _fit_linear([kept[i] for i in ix], w[ix]) for g, ix in sorted(groups.items())}
+        chosen = {g: (float(c[0]), float(c[1])) for g, c in (constants or {}).items() if g in groups}
+        models = {g: _fit_linear([kept[i] for i in ix], w[ix], chosen.get(g, (CLIP, RIDGE)))
+                  for g, ix in sorted(groups.items())}
         trained = {g: sorted({kept[i].kernel for i in ix}) for g, ix in groups.items()}
-        return cls(models, "linear", trained, skipped)
+        return cls(models, "linear", trained, skipped, chosen)
 
     def model_for(self, problem: Problem, space: Space) -> tuple[str, Model]:
         g = family(problem, space)
@@ -305,7 +412,8 @@ class Ranker:
     def to_dict(self) -> dict[str, Any]:
         """The weights per family (linear), for reading and for the benchmark's record."""
         out: dict[str, Any] = {"kind": self.kind, "features": list(NAMES), "trained_on": self.trained_on,
-                               "skipped": self.skipped, "models": {}}
+                               "skipped": self.skipped, "models": {},
+                               "constants": {g: list(c) for g, c in sorted(self.constants.items())}}
         for g, m in self.models.items():
             d: dict[str, Any] = {"mean": m.mean.round(6).tolist(), "scale": m.scale.round(6).tolist()}
             if m.coef is not None:
@@ -321,4 +429,5 @@ class Ranker:
                                  f"({len(NAMES)}): refit it with Ranker.fit")
         models = {g: Model("linear", np.array(m["mean"]), np.array(m["scale"]), coef=np.array(m["coef"]))
                   for g, m in d["models"].items()}
-        return cls(models, "linear", d.get("trained_on") or {}, d.get("skipped") or ())
+        return cls(models, "linear", d.get("trained_on") or {}, d.get("skipped") or (),
+                   {g: (float(c[0]), float(c[1])) for g, c in (d.get("constants") or {}).items()})

@@ -4,13 +4,17 @@
 
 The file (a folder of its own: heuristics/data/ is the observed database) is `Ranker.fit` on
 the zoo's and the bundled datasets (both inside the package): the model as `Ranker.to_dict`
-gives it, the kernels it learned from (name -> source hash),
-and every training shape's sufficient statistics (`ranker.ShapeStats`). A caller scored on a
-recorded problem passes it as `exclude` (a Problem, a Holdout of level kernel or shape, or
-several); where that covers training shapes, the ranker is refitted from the statistics
-without them, as `Ranker.fit(..., exclude=...)` on the data would give it (cached per set of
-shapes left out), so no figure is scored with its own answer. Regenerate the file whenever
-the features, the fit or the packaged data change: `load` refuses a file over other features.
+gives it, the kernels it learned from (name -> source hash), every training shape's
+sufficient statistics (`ranker.ShapeStats`, one target row per clip of the grid), and each
+family's clip and ridge (`ranker.choose_constants`) chosen on all of it and, for every group
+of kernels a kernel holdout leaves out together, chosen without that group. A caller scored
+on a recorded problem passes it as `exclude` (a Problem, a Holdout of level kernel or shape,
+or several); where that covers training shapes, the ranker is refitted from the statistics
+without them, with the constants chosen without them (`refit_constants`), as
+`Ranker.fit(..., exclude=...)` on the data would give it (cached per set of shapes left out),
+so no figure is scored with its own answer, nor with constants chosen by looking at it.
+Regenerate the file whenever the features, the fit, the grid or the packaged data change:
+`load` refuses a file over other features or another grid.
 
 `rank(..., nvidia=True)` puts first the configs with the output tile of NVIDIA's analytic
 model's top-1 (`nvidia_tile`; with the `nvidia` extra, on the problems it describes), in the
@@ -36,7 +40,7 @@ from ..problem import Problem
 from ..space import Config, Space
 from ..theory.resources import trouble
 from .features import NAMES, usable
-from .ranker import CLIP, RIDGE, Ranker, ShapeStats, family
+from .ranker import CLIPS, RIDGES, SELECT_MIN_KERNELS, Ranker, ShapeStats, choose_constants, family, holdout_groups
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +92,24 @@ def build(sources: tuple[str, ...] = SOURCES) -> dict[str, Any]:
         s = shape_data(o)
         (shapes.append(s) if s is not None else skipped.append(f"{o.kernel}:{o.name}"))
     stats = [ShapeStats.of(s) for s in shapes]
-    model = Ranker.from_stats(stats, skipped=skipped)
-    return {"command": COMMAND, "sources": list(sources), "features": list(NAMES), "ridge": RIDGE, "clip": CLIP,
+    chosen = choose_constants(shapes)
+    # nested: for every group a kernel holdout can leave out, the constants chosen without it
+    without = {"+".join(sorted(g)): choose_constants([s for s in shapes if s.kernel not in g])
+               for g in holdout_groups(shapes)}
+    model = Ranker.from_stats(stats, skipped=skipped, constants=chosen)
+    return {"command": COMMAND, "sources": list(sources), "features": list(NAMES), "clips": list(CLIPS),
+            "ridges": list(RIDGES), "select_min_kernels": SELECT_MIN_KERNELS,
+            "constants": {"all": _as_json(chosen), "without": {k: _as_json(v) for k, v in without.items()}},
             "kernels": {s.kernel: s.source_hash for s in sorted(stats, key=lambda s: s.kernel)},
             "model": model.to_dict(), "shapes": [s.to_dict() for s in stats]}
+
+
+def _as_json(constants: dict[str, tuple[float, float]]) -> dict[str, list[float]]:
+    return {g: [c, r] for g, (c, r) in sorted(constants.items())}
+
+
+def _from_json(d: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    return {g: (float(v[0]), float(v[1])) for g, v in d.items()}
 
 
 def write(path: Path = PATH) -> Path:
@@ -104,6 +122,8 @@ class Shipped:
     ranker: Ranker
     stats: list[ShapeStats]
     kernels: dict[str, str]
+    # holdout group (its kernels) -> each family's (clip, ridge) chosen without it (`build`)
+    without: dict[frozenset[str], dict[str, tuple[float, float]]] = dataclasses.field(default_factory=dict)
 
 
 @lru_cache(maxsize=1)
@@ -112,12 +132,15 @@ def load(path: Path = PATH) -> Shipped:
     if not path.exists():
         raise AbductuneError(f"no shipped ranker at {path}: regenerate it with `{COMMAND}`")
     d = json.loads(path.read_text())
-    if list(d.get("features") or []) != list(NAMES) or d.get("ridge") != RIDGE or d.get("clip") != CLIP:
+    if list(d.get("features") or []) != list(NAMES) or d.get("clips") != list(CLIPS) \
+            or d.get("ridges") != list(RIDGES) or d.get("select_min_kernels") != SELECT_MIN_KERNELS:
         raise AbductuneError(f"{path} was fitted over other features or constants: regenerate it with `{COMMAND}`")
     stats = [ShapeStats.from_dict(s) for s in d["shapes"]]
+    without = {frozenset(k.split("+")): _from_json(v) for k, v in d["constants"]["without"].items()}
     # the full fit from the statistics (what the file's "model" shows, to 6 decimals): one path for
     # the shipped ranker and its refits
-    return Shipped(Ranker.from_stats(stats, skipped=d["model"].get("skipped") or ()), stats, dict(d["kernels"]))
+    return Shipped(Ranker.from_stats(stats, skipped=d["model"].get("skipped") or (),
+                                     constants=_from_json(d["constants"]["all"])), stats, dict(d["kernels"]), without)
 
 
 _REFITS: dict[frozenset[int], Ranker] = {}
@@ -134,10 +157,24 @@ def shipped_ranker(exclude: Any = None) -> tuple[Ranker, tuple[str, ...]]:
                      if s.key in keys or any(s.covered_by(h) for h in holds))
     if not gone:
         return sh.ranker, ()
+    left = frozenset(sh.stats[i].kernel for i in gone)
     if gone not in _REFITS:
         _REFITS[gone] = Ranker.from_stats([s for i, s in enumerate(sh.stats) if i not in gone],
-                                          skipped=sh.ranker.skipped)
-    return _REFITS[gone], tuple(sorted({sh.stats[i].kernel for i in gone}))
+                                          skipped=sh.ranker.skipped, constants=refit_constants(sh, left))
+    return _REFITS[gone], tuple(sorted(left))
+
+
+def refit_constants(sh: Shipped, left: frozenset[str]) -> dict[str, tuple[float, float]]:
+    """Each family's (clip, ridge) for a refit without the training kernels `left`: those
+    chosen without the holdout group that holds them all (`build`: nested, so never chosen
+    with the kernel a figure is scored on); where no group holds them all (a holdout of
+    several kernels), the hand-set CLIP and RIDGE, which no figure chose."""
+    got = next((c for g, c in sh.without.items() if left <= g), None)
+    if got is None:
+        log.info("ranker refit without %s: no constants chosen without them all; the hand-set ones",
+                 ", ".join(sorted(left)))
+        return {}
+    return got
 
 
 def why_not(problem: Problem, space: Space, hardware: HardwareInfo | None = None) -> str | None:
