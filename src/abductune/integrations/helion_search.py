@@ -10,15 +10,20 @@ What `_autotune` does (each phase one Session, its rows in abductune's store):
    and heuristics' seeds for this class, shape and dtype, then the ConfigSpec's compiler seeds
    (Helion's `AutotunerHeuristic`s, abductune's among them where `helion.install` registered
    them); the user's seeds and Helion's default are pinned into the final verification;
-3. the roles: the strategy asked for (abduction by default) searches the view holding the
+3. coupled moves: every tile one power of two up, and down, with the warps following so each
+   thread keeps its share of the tile (`helion_space.coupled_moves`), in one batch, a winning
+   direction taken once more: the move the strategy's local steps (one or two parameters)
+   cannot make, from small tiles on few warps to large tiles on many;
+4. the roles: the strategy asked for (abduction by default) searches the view holding the
    tiles, warps, stages and grouping around the best so far;
-4. the sweep: every unit without a role and of few values (eviction policies, indexing, pid
+5. the sweep: every unit without a role and of few values (eviction policies, indexing, pid
    type, range settings, ...) tried one value at a time on the incumbent, all in one batch
-   (`HelionMap.sweep`; part of the budget is kept for it before the roles run), then the
-   improving values together;
-5. what budget is left searches the remaining units (and the roles again around the new
+   (`HelionMap.sweep`, led by tensor-descriptor indexing where Helion offers it:
+   `helion_space.sweep_hints`; part of the budget is kept for it before the roles run), then
+   the improving values together;
+6. what budget is left searches the remaining units (and the roles again around the new
    incumbent);
-6. Helion's final verification (`final_rebenchmark_best`): the best few measured configs and
+7. Helion's final verification (`final_rebenchmark_best`): the best few measured configs and
    the pinned ones re-timed side by side, interleaved; a pinned config (Helion's default)
    wins a tie, so the result is never slower than the default beyond that run-off's noise.
 
@@ -47,7 +52,7 @@ from ..session import Session
 from ..store import Store
 from .helion_kernel import facts_of
 from .helion_measure import HelionEvaluator, Shared, adopt_worker, return_worker, start_worker
-from .helion_space import SWEEP_MAX_VALUES, HelionError, HelionMap, read_slots
+from .helion_space import SWEEP_MAX_VALUES, HelionError, HelionMap, coupled_moves, read_slots, sweep_hints
 from .helion_worker import KEEPER
 
 log = logging.getLogger(__name__)
@@ -58,6 +63,10 @@ DEFAULT_EVALUATIONS = {"quick": 24, "full": 64}
 SEED_LIMIT = 8  # seeds measured before the search, user seeds not counted
 THEORY_SEEDS = 2
 SWEEP_SHARE = 1 / 2  # at most this share of the evaluations left after the seeds is kept for the sweep
+# the coupled moves take at most this share of the evaluations left after the seeds, the
+# roles and the sweep keeping the rest (a bound, not fitted: a quick search's 16 leave room for
+# the two moves and one extension)
+COUPLED_SHARE = 1 / 4
 # Helion's final verification: the best FINAL_TOP_K measured configs and the pinned ones,
 # re-timed interleaved for about FINAL_TARGET_MS each (Helion's own searches: 8 and 5000 ms,
 # sized for hundreds of configs; a few tens need a shorter look)
@@ -338,7 +347,7 @@ class _Phases:
     def session(self, name: str, units: Sequence[str], ev: HelionEvaluator, strategy: str, options: Mapping[str, Any],
                 evaluations: int, seeds: Sequence[Seed], baselines: Mapping[str, Any] | None, batch: int = 8,
                 seed: int = 0) -> Any:
-        before = self.shared.timing.snapshot()
+        before, known, start = self.shared.timing.snapshot(), len(self.shared.members), dict(self.anchor)
         self.search.set_generation(len(self.phases) + 1)
         with Session(ev, strategy=strategy, seed=seed, options=options, seeds=seeds, store=self.store,
                      budget=self.search._budget(evaluations, self.t_start), toolchain=self.tc,
@@ -347,17 +356,38 @@ class _Phases:
         w = res.winner
         self.phases.append({"phase": name, "units": list(units), "evaluations": res.evaluations,
                             "winner_ms": w.time_ms if w is not None and w.ok else None, "seconds": res.seconds,
-                            "wall_s": round(res.wall_s, 4), "timing": self.shared.timing.since(before)})
+                            "wall_s": round(res.wall_s, 4), "timing": self.shared.timing.since(before),
+                            "measured": self.measured_since(known, start)})
         if w is not None and w.ok:  # the Session judged its winner against the anchor in a run-off
             self.best, self.anchor = w, ev.to_full(w.config)
         return res
 
-    def fixed(self, name: str, configs: Sequence[Mapping[str, Any]], seeds: Sequence[Seed] = ()) -> Any:
+    def measured_since(self, known: int, anchor: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The configs Helion measured after the first `known` members, in order: each one's
+        time (ms, its newest reading) and the Helion fields where it differs from `anchor`
+        (the phase's starting incumbent; the fields' defaults where there was none)."""
+        try:
+            base = self.search.config_gen.unflatten(self.hmap.to_flat(anchor or self.hmap.full.default())).config
+        except Exception:  # noqa: BLE001 - a report line must never stop a search
+            base = {}
+        out, seen = [], set()
+        for m in list(self.shared.members.values())[known:]:
+            if id(m) in seen or not getattr(m, "perfs", None):
+                continue
+            seen.add(id(m))
+            cfg = dict(getattr(m.config, "config", {}) or {})
+            out.append({"ms": round(float(m.perf), 6) if math.isfinite(m.perf) else None,
+                        "changed": {k: v for k, v in cfg.items() if base.get(k) != v}})
+        return out
+
+    def fixed(self, name: str, configs: Sequence[Mapping[str, Any]], seeds: Sequence[Seed] = (),
+              units: Sequence[str] = ()) -> Any:
         """Measure full-space configs as given, in one batch (one round of parallel compiles);
-        the anchor, where there is one, runs in the closing run-off."""
+        the anchor, where there is one, runs in the closing run-off. `units`: what the
+        phase's report says it changed."""
         ev = self.evaluator(self.hmap.full, dict)
         base = {"anchor": [dict(self.anchor)]} if self.anchor else None
-        return self.session(name, [], ev, "fixed", {"configs": [dict(c) for c in configs]}, len(configs),
+        return self.session(name, list(units), ev, "fixed", {"configs": [dict(c) for c in configs]}, len(configs),
                             seeds, base, batch=len(configs))
 
     def view(self, name: str, names: Sequence[str], evaluations: int, seed: int = 0) -> Any:
@@ -372,24 +402,53 @@ class _Phases:
         could not hold (VIEW_CAP)."""
         return [u.name for u in self.hmap.units(self.anchor) if not u.role or u.name not in self.roles]
 
-    def sweep_list(self) -> list[tuple[str, Any, dict[str, Any]]]:
-        """The sweep around the anchor, as new distinct Helion configs (no-op changes Helion
-        normalises away, and configs measured before, left out: they cost nothing)."""
+    def fresh(self, changes: Sequence[tuple[Any, Any, dict[str, Any]]]) -> list[tuple[Any, Any, dict[str, Any]]]:
+        """The changes (.., .., full config) that are new distinct Helion configs: no-op changes
+        Helion normalises onto the anchor, and configs measured before, left out (they cost
+        nothing)."""
         ev = self.evaluator(self.hmap.full, dict)
         here, _ = ev.member(self.anchor)
         seen = {here.config} if here is not None else set()
         out = []
-        for name, value, cfg in self.hmap.sweep(self.anchor, SWEEP_MAX_VALUES, only=self.swept()):
-            m, failed = ev.member(cfg)
+        for change in changes:
+            m, failed = ev.member(change[2])
             if failed is None and m.config not in seen and m.config not in self.shared.members:
                 seen.add(m.config)
-                out.append((name, value, cfg))
+                out.append(change)
         return out
+
+    def sweep_list(self) -> list[tuple[str, Any, dict[str, Any]]]:
+        """The sweep around the anchor (led as the kernel's facts say: `sweep_hints`), as new
+        distinct Helion configs."""
+        first, lead = sweep_hints(self.hmap, self.problem, self.anchor)
+        return self.fresh(self.hmap.sweep(self.anchor, SWEEP_MAX_VALUES, only=self.swept(), first=first, lead=lead))
+
+    def coupled(self) -> None:
+        """The coupled moves around the incumbent (`coupled_moves`) in one batch, at most
+        COUPLED_SHARE of what is left; a direction that won is taken once more."""
+        def moves(directions: Sequence[int]) -> list[tuple[str, int, dict[str, Any]]]:
+            got = coupled_moves(self.hmap, self.problem, self.anchor, directions)
+            return self.fresh([(label, 1 if label.startswith("up") else -1, cfg) for label, cfg in got])
+
+        cap = int(self.left() * COUPLED_SHARE)
+        todo = moves((+1, -1))[:cap]
+        if not todo or self.out_of_time():
+            return
+        before = dict(self.anchor)
+        self.fixed("coupled", [c for _, _, c in todo], units=[label for label, _, _ in todo])
+        won = next((d for _, d, c in todo if c == self.anchor and self.anchor != before), None)
+        if won is None or cap <= len(todo) or self.out_of_time():
+            return
+        again = moves((won,))
+        if again:
+            self.fixed("coupled", [again[0][2]], units=[again[0][0]])
 
     def run(self, seeds: Sequence[Seed]) -> None:
         self.fixed("seeds", [s.config for s in seeds], seeds)
         if self.best is None:
             self.anchor = dict(seeds[0].config)
+        else:
+            self.coupled()
         groups = self.hmap.plan(self.anchor)
         if not groups:
             return

@@ -18,7 +18,11 @@ Two spaces and a list of changes come out of one Helion kernel:
   groups of at most `VIEW_CAP` combinations, roles first (tiles, warps, stages, group), then
   the fields that matter most to Helion kernels (pid type, indexing, loop orders, ...).
 - the *sweep* (`HelionMap.sweep`): one-unit changes of an anchor, every value of each small
-  unit, in an order that touches every unit before completing any.
+  unit, in an order that touches every unit before completing any; `sweep_hints` says which
+  unit leads and which value of a unit comes first, from the kernel's facts.
+- *coupled moves* (`coupled_moves`): every tile one power of two up (or down) at once, the
+  warps following so each thread keeps the anchor's share of the tile: the move a search that
+  changes one or two parameters at a time cannot make (three or more change together).
 """
 from __future__ import annotations
 
@@ -29,8 +33,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..classify import classify, independent_dims, next_pow2
 from ..errors import AbductuneError
+from ..problem import Problem
 from ..space import Config, Param, Space
+# the elements one program holds, as the warps_matched theory counts them (a matmul's output
+# tile, attention's score block): one definition for the band it judges and the moves here
+from ..theory.diagnose import _output_tile_elems as held_elements
+from ..theory.diagnose import GRID_UNTILED, grid_tiles, tiled_dims
+from ..theory.library.base import ELEMS_PER_THREAD, ELEMS_PER_THREAD_OTHER
+from ..theory.resources import fit
 
 # the most combinations one view may hold (strategies enumerate a view's valid configs)
 VIEW_CAP = 100_000
@@ -54,6 +66,18 @@ _PRIORITY = {"block_sizes": 2, "reduction_loops": 2, "pid_type": 3, "indexing": 
 # together exceed VIEW_CAP (a matmul's: 7 x 7 x 7 tiles x 6 warps x 8 stages x 7 groupings);
 # a role left out of that view is swept instead (`sweep`)
 _ROLE_PRIORITY = {"tile": 0, "warps": 1, "stages": 1}
+
+# Hopper's tensor memory accelerator: Helion offers this indexing only on a device that has
+# it (sm_90 on); it moves a whole tile per load without the threads' address arithmetic
+TMA_INDEXING = "tensor_descriptor"
+# classes whose tile:M feeds a tensor-core MMA (the resource model's matmul and attention
+# footprints): on a warpgroup MMA their warps come in groups (HardwareInfo.warpgroup_mma), and
+# their input tiles are read by several programs (a matmul's A tile by every N tile,
+# attention's K and V tiles by every query tile)
+MMA_CLASSES = ("matmul", "quantized_matmul", "attention")
+# PTX's cache eviction priorities: evict_last for data likely reused, evict_first for data
+# read once (Helion's load_eviction_policies values "last" and "first")
+EVICT_REUSED = "last"
 
 
 class HelionError(AbductuneError):
@@ -172,6 +196,7 @@ class Unit:
     uniform: bool
     priority: int
     default: Any = None
+    key: str = ""  # the Helion field ("indexing", "block_sizes")
 
 
 class HelionMap:
@@ -245,9 +270,11 @@ class HelionMap:
                 cur = tuple(anchor[n] for n in s.element_names())
                 vals = tuple(s.values) if len(set(cur)) == 1 else (ANCHOR, *s.values)
                 default = cur[0] if len(set(cur)) == 1 else ANCHOR
-                out.append(Unit(s.name, tuple(s.element_names()), vals, None, True, int(prio * 100) + tie, default))
+                out.append(Unit(s.name, tuple(s.element_names()), vals, None, True, int(prio * 100) + tie, default,
+                                s.key))
             else:
-                out.append(Unit(s.name, (s.name,), tuple(s.values), role, False, int(prio * 100) + tie, anchor[s.name]))
+                out.append(Unit(s.name, (s.name,), tuple(s.values), role, False, int(prio * 100) + tie, anchor[s.name],
+                                s.key))
         return sorted(out, key=lambda u: u.priority)
 
     def plan(self, anchor: Mapping[str, Any], cap: int = VIEW_CAP, only: Iterable[str] | None = None) -> list[list[str]]:
@@ -271,22 +298,27 @@ class HelionMap:
         return groups
 
     def sweep(self, anchor: Mapping[str, Any], max_values: int = SWEEP_MAX_VALUES,
-              only: Iterable[str] | None = None) -> list[tuple[str, Any, Config]]:
+              only: Iterable[str] | None = None, first: Mapping[str, Any] | None = None,
+              lead: Iterable[str] = ()) -> list[tuple[str, Any, Config]]:
         """One-unit changes of `anchor` (unit name, value, full config) for every unit of at
         most `max_values` values among `only` (names; default: the units without a role).
-        Order: each unit's first alternative (units in priority order), then the rest of each
-        unit, the units with the fewest values left first; an ordered unit's values nearest
-        the anchor's first. A budget that cuts the list short has still tried every unit, and
-        completed the smallest."""
+        Order: each unit's first alternative (units in priority order, those of the fields in
+        `lead` before the others), then the rest of each unit, the units with the fewest
+        values left first; an ordered unit's values nearest the anchor's first, and a field's
+        value in `first` (field -> value) before its others. A budget that cuts the list short
+        has still tried every unit, and completed the smallest."""
         per_unit: list[tuple[Unit, list[Any]]] = []
         keep = None if only is None else set(only)
-        for u in self.units(anchor):
+        leading = set(lead)
+        for u in sorted(self.units(anchor), key=lambda u: u.key not in leading):  # stable: priority order kept
             if (u.role if keep is None else u.name not in keep) or not 2 <= len(u.values) <= max_values:
                 continue
             alts = [v for v in u.values if v != u.default and v != ANCHOR]
             if not u.uniform and self.full[u.name].ordered and u.default in u.values:
                 at = u.values.index(u.default)
                 alts.sort(key=lambda v: (abs(u.values.index(v) - at), u.values.index(v)))
+            if first and u.key in first and first[u.key] in alts:
+                alts.sort(key=lambda v: v != first[u.key])
             if alts:
                 per_unit.append((u, alts))
         order = [(u, alts[0]) for u, alts in per_unit]
@@ -365,3 +397,128 @@ class View:
             else:
                 return None
         return out if self.space.is_valid(out) else None
+
+
+# ----------------------------------------------------------------------------- what the kernel's facts order
+
+def sweep_hints(hmap: HelionMap, problem: Problem,
+                anchor: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """(first, lead) for `HelionMap.sweep`: the value of a field tried before its others,
+    and the fields swept first. Tensor-descriptor indexing, where Helion offers it (a device
+    with a TMA) on a kernel with tiles, leads the sweep and is its indexing's first value: it
+    changes how every tiled load moves. An MMA-class kernel whose grid has two or more tiles
+    along a tiled dim reads each input tile from several programs, so its loads try
+    evict_last before evict_first."""
+    first: dict[str, Any] = {}
+    lead: list[str] = []
+    keys = {s.key: s for s in hmap.slots}
+    tiled = any(s.key in ("block_sizes", "reduction_loops") and len(s.values) > 1 for s in hmap.slots)
+    idx = keys.get("indexing")
+    if idx is not None and tiled and TMA_INDEXING in idx.values and idx.length > 0:
+        first["indexing"] = TMA_INDEXING
+        lead.append("indexing")
+    ev = keys.get("load_eviction_policies")
+    if ev is not None and EVICT_REUSED in ev.values and problem.kernel_class in MMA_CLASSES:
+        try:
+            _, along = grid_tiles(problem, hmap.full, anchor)
+        except Exception:  # noqa: BLE001 - a grid the model cannot read orders nothing
+            along = {}
+        if any(n >= 2 for n in along.values()):
+            first["load_eviction_policies"] = EVICT_REUSED
+    return first, tuple(lead)
+
+
+def _nearest(values: Sequence[Any], want: float) -> Any:
+    """The value nearest `want` in octaves (the larger of two as near)."""
+    nums = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    return min(nums, key=lambda v: (abs(math.log2(v) - math.log2(max(want, 1e-9))), -v)) if nums else None
+
+
+def coupled_moves(hmap: HelionMap, problem: Problem, anchor: Mapping[str, Any],
+                  directions: Sequence[int] = (+1, -1)) -> list[tuple[str, Config]]:
+    """For each direction (+1: up), the anchor with its tiles one power of two that way
+    together, and its warps set so that each thread keeps the anchor's share of the tile (the
+    theory's `per e` form: what a thread holds in registers is what a tile change must keep;
+    a share outside the range the `warps_matched` theory holds for the class is brought to
+    its nearest end, as that theory would move it), in warpgroups where the hardware has a
+    warpgroup MMA and the M tile its rows (Triton falls back to mma.sync otherwise:
+    `HardwareInfo.warpgroup_mma`); a move never takes a config off the warpgroup MMA it is on
+    (`theory.store.warpgroup_repair` records what that fallback cost a matmul).
+
+    Every tile moves first, then the grid tiles alone (a matmul's K tile kept), whichever
+    first the resource model accepts (`resources.fit`, allowed to lower the stages and nothing
+    else) and, going up, still launches a program for every SM (as the `compute_undertiled`
+    theory asks of a larger tile) where the grid model counts them all. A tile goes no higher
+    than its dim's next power of two. Returns (label, full config) per direction that has one."""
+    space = hmap.full
+    hw = problem.hardware
+    warps = space.by_role("warps")
+    tiles = tiled_dims(problem, space)
+    if warps is None or not tiles or hw is None or not hw.warp_size:
+        return []
+    elems = held_elements(problem, space, anchor)
+    if not elems:
+        return []
+    lo, hi = ELEMS_PER_THREAD.get(problem.kernel_class, ELEMS_PER_THREAD_OTHER)
+    per_thread = min(max(elems / (int(anchor[warps.name]) * hw.warp_size), lo), hi)
+    groups = [sorted(tiles)]
+    grid = sorted(r for r, (_, _, red) in tiles.items() if not red)
+    if grid and len(grid) < len(tiles):
+        groups.append(grid)
+    out: list[tuple[str, Config]] = []
+    for d in directions:
+        for roles in groups:
+            cfg = _scaled(space, problem, anchor, tiles, roles, d, per_thread, warps)
+            if cfg is None:
+                continue
+            fitted, _ = fit(problem, space, cfg)
+            stages = space.by_role("stages")
+            kept = [n for n in space.names if stages is None or n != stages.name]
+            if fitted is None or any(fitted[n] != cfg[n] for n in kept):
+                continue  # only fewer stages may make it fit: the coupled move itself stays
+            if d > 0 and _underfills(problem, space, fitted):
+                continue
+            out.append((f"{'up' if d > 0 else 'down'}:{'+'.join(roles)}", fitted))
+            break
+    return out
+
+
+def _underfills(problem: Problem, space: Space, config: Mapping[str, Any]) -> bool:
+    """Whether `config` launches fewer programs than the GPU has SMs; False where unknown: the
+    grid model (`grid_tiles`) counts independent dims no tile covers (attention's batch and
+    heads) only with GRID_UNTILED, so there it would undercount."""
+    hw = problem.hardware
+    if hw is None or not hw.sms or (not GRID_UNTILED and independent_dims(classify(problem, space))):
+        return False
+    programs, _ = grid_tiles(problem, space, config)
+    return bool(programs) and programs < hw.sms
+
+
+def _scaled(space: Space, problem: Problem, anchor: Mapping[str, Any], tiles: Mapping[str, tuple[str, int, bool]],
+            roles: Sequence[str], d: int, per_thread: float, warps: Param) -> Config | None:
+    cfg = dict(anchor)
+    moved = False
+    for role in roles:
+        name, dim, _ = tiles[role]
+        v = space[name].step(cfg[name], d)
+        if v is None or (d > 0 and int(cfg[name]) >= next_pow2(dim)):
+            continue  # at its end, or already covering its dim: it stays
+        cfg[name], moved = v, True
+    if not moved:
+        return None
+    hw = problem.hardware
+    assert hw is not None
+    elems = held_elements(problem, space, cfg)
+    w = _nearest(warps.values, elems / (per_thread * hw.warp_size)) if elems else None
+    if w is None:
+        return None
+    wg = hw.warpgroup_mma
+    m = tiles.get("tile:M")
+    if wg is not None and m is not None and problem.kernel_class in MMA_CLASSES:
+        if int(cfg[m[0]]) >= wg[1] and w % wg[0]:
+            w = next((v for v in sorted(warps.values) if v >= w and v % wg[0] == 0), w)
+        on = int(anchor[m[0]]) >= wg[1] and int(anchor[warps.name]) % wg[0] == 0
+        if on and (int(cfg[m[0]]) < wg[1] or w % wg[0]):
+            return None
+    cfg[warps.name] = w
+    return cfg if cfg != dict(anchor) and space.is_valid(cfg) else None
