@@ -41,7 +41,7 @@ from abductune.integrations.helion_kernel import facts_of  # noqa: E402
 from abductune.integrations.helion_search import AbductuneSearch, kernel_map, tensors_of  # noqa: E402
 from helion._compiler import autotuner_heuristics as registry  # noqa: E402
 from helion.autotuner import search_algorithms  # noqa: E402
-from helion.autotuner.benchmark_provider import BenchmarkProvider, BenchmarkResult  # noqa: E402
+from helion_fixtures import stand_in_provider  # noqa: E402
 
 
 # ------------------------------------------------------------------------- kernels: the benchmark's
@@ -298,32 +298,7 @@ def _cost(config) -> float:
     return t + (0.4 if c.get("pid_type", "flat") != "flat" else 0.0)
 
 
-class _Timed:
-    def __init__(self, t: float):
-        self.t = t
-
-    def __call__(self, *args, **kwargs) -> float:
-        return self.t
-
-
-class StandIn(BenchmarkProvider):
-    """Helion's BenchmarkProvider contract, answering from `_cost` (no GPU here)."""
-
-    seen: list = []
-
-    def __init__(self, kernel, settings, config_spec, args, log, autotune_metrics):
-        self.mutated_arg_indices = []
-
-    def benchmark(self, configs, *, desc="Benchmarking", raise_if_no_viable_config=True):
-        StandIn.seen += list(configs)
-        return [BenchmarkResult(config=c, fn=_Timed(_cost(c)), perf=_cost(c), status="ok", compile_time=0.01)
-                for c in configs]
-
-    def setup(self) -> None:
-        pass
-
-    def cleanup(self) -> None:
-        pass
+StandIn = stand_in_provider(_cost)  # Helion's BenchmarkProvider contract, answering from `_cost`
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from abductune.integrations import helion_search as HS  # noqa: E402
 from abductune.integrations.helion_kernel import facts_of  # noqa: E402
 from abductune.integrations.helion_space import (TMA_INDEXING, coupled_moves, held_elements,  # noqa: E402
                                                  sweep_hints)
-from helion.autotuner.benchmark_provider import BenchmarkProvider, BenchmarkResult  # noqa: E402
+from helion_fixtures import stand_in_provider  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"))
 import helion_bench  # noqa: E402
@@ -192,30 +192,7 @@ def _cost(config) -> float:
     return t * (0.93 if (c.get("indexing") or ["pointer"])[0] == TMA_INDEXING else 1.0)
 
 
-class _Timed:
-    def __init__(self, t: float):
-        self.t = t
-
-    def __call__(self, *args, **kwargs) -> float:
-        return self.t
-
-
-class StandIn(BenchmarkProvider):
-    seen: list = []
-
-    def __init__(self, kernel, settings, config_spec, args, log, autotune_metrics):
-        self.mutated_arg_indices = []
-
-    def benchmark(self, configs, *, desc="Benchmarking", raise_if_no_viable_config=True):
-        StandIn.seen += list(configs)
-        return [BenchmarkResult(config=c, fn=_Timed(_cost(c)), perf=_cost(c), status="ok", compile_time=0.01)
-                for c in configs]
-
-    def setup(self) -> None:
-        pass
-
-    def cleanup(self) -> None:
-        pass
+StandIn = stand_in_provider(_cost)  # Helion's BenchmarkProvider contract, answering from `_cost`
 
 
 def test_search_takes_the_coupled_move_from_small_tiles(tma, monkeypatch):
