@@ -19,6 +19,7 @@ from abductune.heuristics import REGISTRY, nvidia, seed_configs
 from abductune.heuristics.harvest import observation_from_dataset
 from abductune.problem import Problem
 from abductune.space import Choice, Pow2, Space
+from nvidia_fixtures import require_nvidia
 
 H100 = lookup("H100-SXM")
 
@@ -27,13 +28,7 @@ H100 = lookup("H100-SXM")
 def nv():
     """The nvMatmulHeuristics module: skipped with a reason when absent, a failure when
     ABDUCTUNE_REQUIRE_NVIDIA=1."""
-    try:
-        import nvMatmulHeuristics  # noqa: F401
-    except Exception as e:  # noqa: BLE001
-        reason = f"nvidia-matmul-heuristics not installed ({type(e).__name__}: {e})"
-        if os.environ.get("ABDUCTUNE_REQUIRE_NVIDIA") == "1":
-            pytest.fail(f"{reason} (and ABDUCTUNE_REQUIRE_NVIDIA=1)")
-        pytest.skip(reason)
+    require_nvidia()
     assert nvidia.available()
     os.environ[nvidia.SEED_ENV] = "1"  # the seed is opt-in; these tests check it when asked for
     try:

@@ -6,7 +6,6 @@ ABDUCTUNE_REQUIRE_NVIDIA=1); the warp tiling and the missing-package behaviour r
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 
@@ -17,17 +16,12 @@ from abductune.heuristics import nvidia, nvidia_estimate, ranker_shipped
 from abductune.heuristics.harvest import observation_from_dataset
 from abductune.problem import Holdout
 from abductune.theory.resources import trouble
+from nvidia_fixtures import require_nvidia
 
 
 @pytest.fixture
 def nv():
-    try:
-        import nvMatmulHeuristics  # noqa: F401
-    except Exception as e:  # noqa: BLE001
-        reason = f"nvidia-matmul-heuristics not installed ({type(e).__name__}: {e})"
-        if os.environ.get("ABDUCTUNE_REQUIRE_NVIDIA") == "1":
-            pytest.fail(f"{reason} (and ABDUCTUNE_REQUIRE_NVIDIA=1)")
-        pytest.skip(reason)
+    require_nvidia()
     assert nvidia.available()
     return nvidia
 
