@@ -111,8 +111,13 @@ def test_close_calls_are_confirmed_by_interleaved_remeasurement_under_noise():
     confirmed = 0
     for seed in range(3):
         _ev, res, rows = session_run(ds, 32, seeds=loo_seeds(ds), noise=noise, seed=seed)
-        re_rows = [m for m in rows if m.kind == "remeasure"]
-        confirms = [e for e in res.events if e["event"] == "test" and e.get("kind") == "remeasure"]
+        # a noise probe (`_noise_probe`: the incumbent once, when the search first stalls) is
+        # one row; every other re-measurement confirms a close call
+        probes = {i for e in res.events if e["event"] == "test" and "noise probe" in e.get("reason", "")
+                  for i in e["ids"]}
+        re_rows = [m for m in rows if m.kind == "remeasure" and m.id not in probes]
+        confirms = [e for e in res.events if e["event"] == "test" and e.get("kind") == "remeasure"
+                    and "close call" in e.get("reason", "")]
         # the incumbent and the candidate, each time; a request the budget cut after its first
         # row is the run's last row and logs no test
         cut = len(re_rows) - 2 * len(confirms)
@@ -157,8 +162,11 @@ def test_a_stalled_search_still_sweeps_the_nearest_moves():
 def test_with_theories_a_search_stalled_twice_over_restarts_in_another_basin():
     """Two skinny matmul shapes from their leave-one-out seeds, where the theories and the
     stalled sweep beside TPE sit in one basin: only after that sweep (a second round of
-    `patience`) does the search restart, from a config more than one local move away, and in
-    most runs the restart ends faster than the basin it left."""
+    `patience`; pattern search's poll around the incumbent is not exhausted by then in these
+    six-parameter spaces) does the search restart, from a config more than one local move away,
+    and in most runs the restart ends faster than the basin it left, unless that basin already
+    held a config within 0.5% of the optimum (the M16 x 11008 shape since the additive model's
+    shrinkage follows the spread of the times: `_shrink`)."""
     from abductune.search.abduction import LOCAL_REACH
 
     runs = better = 0
@@ -175,7 +183,8 @@ def test_with_theories_a_search_stalled_twice_over_restarts_in_another_basin():
             assert sum(left[n] != to[n] for n in ds.space().names) > LOCAL_REACH
             best = min((m for m in rows if m.ok), key=lambda m: m.time_ms)
             runs += 1
-            better += ev.true_time(best.config) < ev.true_time(left)
+            better += ev.true_time(best.config) < ev.true_time(left) or \
+                ev.true_time(left) <= 1.005 * ds.optimum().time_ms
     assert better * 2 > runs, f"restarts beat the basin they left in {better} of {runs} runs"
 
 

@@ -14,6 +14,13 @@ The loop, one small batch at a time:
    speed-up an additive model of everything measured predicts -- except for an interaction
    theory (`tile_shape`), whose moves that model cannot see, until this run refutes it once;
    at most half a batch per theory, so one wrong explanation cannot fill a batch.
+   Trust is earned on this kernel (issue 27): a theory whose tests here lost more than they
+   won has no credit here until it wins again, so its moves rank as the model ranks them
+   (`_theory_trusted`); and on a kernel no rule was confirmed on, or once the theories' tests
+   here keep failing, half of each batch polls the incumbent's neighbourhood in pattern
+   search's order whatever anyone predicts, and each theory gets one test per batch, until
+   the theories have won EARN_TRUST tests here (`_pooled_trust`). Both are logged as "trust"
+   events, which `explain` prints with the verdict that decided them.
 3. *Test* the top few (`batch`, 2-4), and judge each against the incumbent with
    `theory.evidence`: supported / refuted beyond the noise threshold taken from measured spread
    and repeats (with a floor); a close call the candidate seems to win is re-measured,
@@ -24,7 +31,11 @@ The loop, one small batch at a time:
    pairs that the measurements so far say matter), ranked by the additive model of log-time
    (main effects plus the strongest interactions). They compete with the hypotheses on one
    scale, so they fill a batch the theories cannot, and take over when no theory expects a
-   gain. A move that wins sends the engine back to step 2 at the new incumbent, where the
+   gain; an expected gain within the noise threshold is a tie, and ties go coarse first, one
+   move per parameter before a second on any (`_ranked`). The model's shrinkage follows the
+   spread of the times measured, as a ridge penalty does (`_shrink`; with a fixed shrinkage a
+   config seen once and 3x slower booked half its effect to the parameters it shared with
+   others). A move that wins sends the engine back to step 2 at the new incumbent, where the
    same move once more (`extend`, Hooke and Jeeves's pattern move) competes on that scale with
    the gain it just showed times the credibility continuations earned in this run. Moves the
    model cannot tell apart (values it has not seen) go coarse first, a single parameter moved
@@ -41,10 +52,13 @@ The loop, one small batch at a time:
    make the current basin its whole "good" set (told everything, it stayed in one basin of a
    public convolution space). The strategy never ends before its budget unless the whole
    space is measured (a TPE proposal it has seen is replaced by a random unmeasured config).
-   If another `patience` tests bring no win either, the search restarts from the best measured
-   config outside the basins searched so far, as generic mode does at once (below): on the
-   bundled skinny matmul shapes a basin one or two parameters from the optimum held whole
-   64-evaluation runs.
+   If another `patience` tests bring no win either, or as soon as the incumbent has stood
+   against every point of pattern search's poll (`_polled_out`: where pattern search itself
+   restarts), the search restarts from the best measured config outside the basins searched
+   so far, as generic mode does at once (below): on the bundled skinny matmul shapes a basin
+   one or two parameters from the optimum held whole 64-evaluation runs. When it first
+   stalls, an incumbent whose noise nothing has measured is re-measured once (`_noise_probe`):
+   it may have been measured fast by chance.
 
 Generic mode (no theory applies) differs in four ways, all for global search over a space the
 engine knows nothing about:

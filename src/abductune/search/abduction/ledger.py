@@ -10,7 +10,7 @@ from ...theory.library import BY_NAME
 from ..base import Proposals
 from .moves import COMPOSE, EXTEND, MODEL, START, TPE_TEST, _composition, _continuation, _describe, _Test
 
-# Exploration when the theories fail on a kernel (`_Engine._explore_slots`): after this many of
+# Exploration when the theories fail on a kernel (`_Engine._pooled_trust`): after this many of
 # their tests here did not win, and while fewer than about one in three of their tests won
 # (Laplace's rule over this run's verdicts), half of each batch explores. Set by reasoning
 # about the rule, not fitted to any recorded data.
@@ -64,8 +64,11 @@ class RunLedger:
 
     def _log_tests(self, tests: Sequence[_Test], ms: Sequence[Measurement]) -> None:
         for t, m in zip(tests, ms):
+            # a theory that lost its credit on this kernel ranked with none (`_theory_trusted`)
+            lost = t.theory in BY_NAME and not self._theory_trusted(t.theory)
+            cred = 0.0 if lost else self.ledger.credibility(t.theory)
             self.ctx.log("hypothesis", theory=t.theory, config=t.config, from_config=self.inc,
-                         expected_gain=t.gain, credibility=self.ledger.credibility(t.theory), reason=t.reason)
+                         expected_gain=t.gain, credibility=cred, reason=t.reason)
             self.ctx.log("test", theory=t.theory, config=t.config, ids=[m.id] if m.id is not None else [],
                          status=str(m.status), time_ms=m.time_ms)
             if self.tpe is not None:
@@ -75,19 +78,57 @@ class RunLedger:
             if t.theory in (START, TPE_TEST, MODEL):
                 self._pool(t.config)
 
+    def _theory_trusted(self, theory: str) -> bool:
+        """Whether `theory` keeps its credit on this kernel: not while its tests in this run
+        lost more than they won (refuted, or half a miss for no effect beyond noise, as in
+        `theory.evidence.credibility`: Laplace's rule over this run's verdicts alone below an
+        even chance). Earlier runs' priors do not count here: what the theory says of other
+        kernels is no defence once it was wrong on this one. A win here gives the credit back."""
+        t = self.ledger.tallies.get(theory)
+        return t is None or t.supported >= t.refuted + 0.5 * t.neutral
+
+    def _theory_trust(self, tests: Sequence[_Test]) -> None:
+        """Log a "trust" event (`explain` prints it) for each theory tested in this batch whose
+        credit on this kernel changed (`_theory_trusted`), citing the verdict that changed it."""
+        for name in dict.fromkeys(t.theory for t in tests if t.theory in BY_NAME):
+            now = self._theory_trusted(name)
+            if now == self.theory_trust.get(name, True):
+                continue
+            self.theory_trust[name] = now
+            t = self.ledger.tallies[name]
+            v = next(v for v in reversed(self.ledger.verdicts) if v.theory == name)
+            last = (f"{_describe(self.space, v.incumbent, v.candidate)} measured {v.ratio:.3f}x the incumbent "
+                    f"({v.outcome})")
+            self.ctx.log("trust", theory=name, trusted=now, supported=t.supported, refuted=t.refuted,
+                         neutral=t.neutral, ids=list(v.ids),
+                         reason=(f"stopped trusting {name} on this kernel: its predictions here won {t.supported}, "
+                                 f"were refuted {t.refuted} and made no difference {t.neutral} times (last: {last}); "
+                                 f"its moves now rank only by the model of this run's measurements" if not now else
+                                 f"{name} trusted again on this kernel: its prediction won (last: {last})"))
+
     def _explore_slots(self, b: int) -> int:
-        """Slots of a batch of `b` given to model-based exploration (`_model_tests`) because
-        the theories have not earned trust on this kernel (issue 27):
-        - with the `explore_unseen` option, on a kernel no theory or rule was confirmed on
-          (`unseen_kernel`), from the start, until the theories have won EARN_TRUST of their
-          tests here (their seeds and moves carry over from other kernels' tilings, names and
-          masks, and may be wrong);
+        """Slots of a batch of `b` that poll the incumbent's neighbourhood in pattern search's
+        order, whatever the theories or the model expect (`_ranked(model=False)`): half the
+        batch, rounded down, while the theories have not earned trust on this kernel
+        (`_pooled_trust`), else none. A kernel whose behaviour the theories misread still gets
+        pattern search's probes at half its pace, and the other half follows the theories that
+        have not failed here yet. (Proposals of the additive model's whole-space optimum, the
+        exploration tried here before, chose extreme configs from a model of a handful of
+        points.)"""
+        return max(1, b // 2) if self.distrusted and b > 1 else 0
+
+    def _pooled_trust(self) -> None:
+        """Whether the theories, pooled, have earned trust on this kernel (issue 27); sets
+        `distrusted`, which gives a share of each batch to polling (`_explore_slots`) and
+        allows each theory one test per batch until it has won here (`_hypotheses`):
+        - on a kernel no theory or rule was confirmed on (`unseen_kernel`, unless the option
+          `explore_unseen` is off), from the start, until the theories have won EARN_TRUST of
+          their tests here (their seeds and moves carry over from other kernels' tilings, names
+          and masks, and may be wrong);
         - on any kernel, once DISTRUST_AFTER of their tests here failed to win (refuted or
           neutral) and the pooled credibility of their tests in this run is below TRUST_MIN,
           until they recover.
-        Without it, a kernel whose behaviour the theories misread gets batches of confident
-        wrong moves, behind a blind search. Switching either way is logged as a "trust"
-        event, which `explain` prints."""
+        Switching either way is logged as a "trust" event, which `explain` prints."""
         s = r = n = 0.0
         for name, t in self.ledger.tallies.items():
             if name in BY_NAME:
@@ -95,17 +136,19 @@ class RunLedger:
         trust = credibility(s, r, n)
         unearned = self.unseen_kernel is not None and s < EARN_TRUST
         distrust = unearned or (r + n >= DISTRUST_AFTER and trust < TRUST_MIN)
-        if distrust != self.distrusted:
-            self.distrusted = distrust
-            why = (f"no theory has been confirmed on {self.unseen_kernel} and they have won {s:g} of "
-                   f"{s + r + n:g} tests here (trusted after {EARN_TRUST})" if unearned else
-                   f"the theories' tests on this kernel won {s:g} of {s + r + n:g} (credibility {trust:.2f} "
-                   f"< {TRUST_MIN})")
-            self.ctx.log("trust", trusted=not distrust, supported=s, refuted=r, neutral=n, credibility=round(trust, 3),
-                         reason=(f"{why}: half of each batch explores with the model" if distrust else
-                                 f"the theories earned trust here (won {s:g} of {s + r + n:g}, credibility "
-                                 f"{trust:.2f}): batches follow them again"))
-        return max(1, b // 2) if distrust and b > 1 else 0
+        if distrust == self.distrusted:
+            return
+        self.distrusted = distrust
+        why = (f"no theory has been confirmed on {self.unseen_kernel} and they have won {s:g} of "
+               f"{s + r + n:g} tests here (trusted after {EARN_TRUST})" if unearned else
+               f"the theories' tests on this kernel won {s:g} of {s + r + n:g} (credibility {trust:.2f} "
+               f"< {TRUST_MIN})")
+        self.ctx.log("trust", trusted=not distrust, supported=s, refuted=r, neutral=n, credibility=round(trust, 3),
+                     reason=(f"{why}: half of each batch explores, polling the incumbent's neighbourhood as "
+                             f"pattern search does, and each theory gets one test per batch until it wins here"
+                             if distrust else
+                             f"the theories earned trust here (won {s:g} of {s + r + n:g}, credibility "
+                             f"{trust:.2f}): batches follow them again"))
 
     # -- judging
     def _judge(self, tests: Sequence[_Test]) -> Proposals:
@@ -148,6 +191,7 @@ class RunLedger:
         # bring its restart closer
         counted = [t for t in tests if t.theory != TPE_TEST] if self.generic else tests
         self.stale = 0 if significant else self.stale + len(counted)
+        self._theory_trust(tests)
         if not winners:
             return
         best = min(winners, key=lambda t: led.estimate(t.config))

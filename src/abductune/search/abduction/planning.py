@@ -66,10 +66,13 @@ class BatchPlanner:
             return True
 
         n_tpe = 0
+        if not self.generic:  # generic mode has no theory to trust
+            self._pooled_trust()
         # stalled: restart from another basin (generic mode at once; with theories only after
         # the sweep of the nearest moves beside TPE has had `patience` more tests). If no
         # config lies outside the searched basins, TPE takes over below.
-        if self.inc is not None and self.stale >= self.patience * (1 if self.generic else 2):
+        if self.inc is not None and (self.stale >= self.patience * (1 if self.generic else 2)
+                                     or (not self.generic and self.stale > 0 and self._polled_out())):
             self._restart()
         if self.inc is not None:
             while self.queue and len(tests) < b:
@@ -88,13 +91,14 @@ class BatchPlanner:
                 n_tpe = b - len(tests)
             else:
                 n_tpe = min(self.s.tpe_slots, b - len(tests)) if self.generic else 0
+                local = self._local(self.inc)
                 if self.generic:
                     tests += self._model_tests(min(self.s.model_slots, b - n_tpe - len(tests)), taken)
-                else:  # theories that keep failing on this kernel share the batch with exploration
-                    tests += self._model_tests(self._explore_slots(b - len(tests)), taken)
+                else:  # until the theories have earned trust here, a share of the batch polls
+                    self._fill(self._ranked(local, model=False), len(tests) + self._explore_slots(b - len(tests)),
+                               take, tests)
                 # theory hypotheses and finishing moves compete on one scale: log expected speed-up
-                pool = sorted(hyps + self._local(self.inc), key=lambda t: -t.gain)  # stable: theories first
-                self._fill(pool, b - n_tpe, take, tests)
+                self._fill(self._ranked(hyps + local), b - n_tpe, take, tests)
         if len(tests) < b:  # neighbourhood exhausted or stalled: the model-based fallback
             fallback = self._tpe_tests(b - len(tests), taken)
             stalled = self.inc is not None and self.stale >= self.patience
@@ -106,6 +110,44 @@ class BatchPlanner:
                              configs=[t.config for t in fallback], swept=swept)
             tests += fallback
         return tests
+
+    def _ranked(self, tests: Sequence[_Test], model: bool = True) -> list[_Test]:
+        """`tests` best first. An expected gain within the noise threshold at the incumbent is
+        one no measurement could confirm, so such tests tie (the additive model fitted to a few
+        configs predicts differences of a fraction of a percent from noise and from parameters
+        that changed together, and ranking on them sent early batches along those parameters
+        instead of probing the others); ties go coarse first (`_coarse_first`), and among
+        single-parameter moves of one kind, one per parameter before a second on any, so a
+        batch learns about as many parameters as it can, as pattern search's poll does. With
+        `model=False` (the exploration share, `_explore_slots`) expected gains do not rank at
+        all: only a loss the model predicts beyond noise from values measured in this run sends a
+        move to the back (an unmeasured value's effect is interpolated between measured ones, and
+        a coarse probe is there to find the optimum between two slower measured values)."""
+        inc = self.inc
+        sp = self.space
+        thr = self.ledger.threshold(inc, inc)
+        fit = self._model()
+        col = {p.name: (j, p) for j, p in enumerate(sp.params)}
+
+        def measured(c: Config) -> bool:  # every value c moves to was measured in this run
+            return all(fit.seen[col[n][0]][col[n][1].index(c[n])] for n in sp.names if c[n] != inc[n])
+
+        turns: dict[tuple[float, str], int] = {}
+        keys = []
+        for i, t in enumerate(tests):
+            g = t.gain
+            if g < -thr and (model or measured(t.config)):
+                keys.append((2, -g, 0.0, 0, i))
+            elif model and g > thr:
+                keys.append((0, -g, 0.0, 0, i))
+            else:
+                cls = _coarse_first(sp, inc, t.config)
+                moved = [p.name for p in sp.params if t.config[p.name] != inc[p.name]]
+                turn = 0
+                if len(moved) == 1:
+                    turn = turns[(cls, moved[0])] = turns.get((cls, moved[0]), -1) + 1
+                keys.append((1, 0.0, cls, turn, i))
+        return [tests[k[-1]] for k in sorted(keys)]
 
     def _inert(self) -> frozenset[str]:
         """Parameters that have made no difference beyond noise wherever this run varied one
@@ -172,7 +214,7 @@ class BatchPlanner:
             if k not in seen and not self.known(c) and sp.is_valid(c):
                 seen.add(k)
                 out.append(dict(c))
-        rest = [t.config for t in sorted(self._hypotheses(inc) + self._local(inc), key=lambda t: -t.gain)
+        rest = [t.config for t in self._ranked(self._hypotheses(inc) + self._local(inc))
                 if sp.key(t.config) not in seen][:LOOKAHEAD]
         for c in rest[:3]:
             add(c)
@@ -198,7 +240,8 @@ class BatchPlanner:
     def _hypotheses(self, inc: Config) -> list[_Test]:
         """The theory library's untested hypotheses for the incumbent, at most half a batch per
         theory, ranked by log(1 + expected gain x credibility) -- credibility of the theory and
-        of the same move (parameter steps) in this run's verdicts -- plus the log-speed-up the
+        of the same move (parameter steps) in this run's verdicts, none for a theory that lost
+        its credit on this kernel (`_theory_trusted`) -- plus the log-speed-up the
         additive model of this run's measurements predicts (so a move refuted at the last
         incumbent is not the first tried at the next)."""
         d = self._diagnose(inc)
@@ -216,7 +259,10 @@ class BatchPlanner:
         base = float(model.predict([inc])[0])
         scored = []
         for i, h in enumerate(hs):
-            cred = self.ledger.credibility(h.theory) * self._move_credibility(inc, h.to_config)
+            # a theory whose predictions lost more than they won on this kernel has lost its
+            # credit here (`_theory_trust`): its moves rank only as the model ranks them
+            trusted = self._theory_trusted(h.theory)
+            cred = self.ledger.credibility(h.theory) * self._move_credibility(inc, h.to_config) if trusted else 0.0
             # an interaction theory's moves are ones the additive model cannot rank: its prior
             # stands alone until this run has refuted it once
             th, tally = BY_NAME.get(h.theory), self.ledger.tallies.get(h.theory)
@@ -224,11 +270,15 @@ class BatchPlanner:
             model = 0.0 if blind else base - float(pred[i])
             scored.append((math.log1p(max(h.expected_gain, 0.0) * cred) + model, i, h))
         scored.sort(key=lambda t: (-t[0], t[1]))
+        # at most half a batch per theory; until the theories have earned trust on this kernel
+        # (`_pooled_trust`), one test per batch for a theory that has not won here yet: its
+        # first test says whether it applies here at all
         cap = max(1, math.ceil(self.s.batch / 2))
         per: dict[str, int] = {}
         out: list[_Test] = []
         for score, _i, h in scored:
-            if per.get(h.theory, 0) >= cap:
+            won = h.theory in self.ledger.tallies and self.ledger.tallies[h.theory].supported > 0
+            if per.get(h.theory, 0) >= (cap if won or not self.distrusted else 1):
                 continue
             per[h.theory] = per.get(h.theory, 0) + 1
             out.append(_Test(h.theory, dict(h.to_config), math.expm1(score), h.reason))

@@ -1,7 +1,8 @@
 """When the local search stalls: the stop rule (option `stop_early`) and the restart from another basin."""
 from __future__ import annotations
 
-from .moves import LOCAL_REACH, _changed
+from ..pattern import poll_points
+from .moves import COARSE_STEP, LOCAL_REACH, _changed
 
 
 class StopRule:
@@ -27,6 +28,23 @@ class StopRule:
                      best_expected_gain=outlook, threshold=thr,
                      reason=f"settled: {self.stale} tests without a win beyond noise and no untested move "
                             f"expected to gain more than the noise threshold ({thr:.1%})")
+        return True
+
+    def _polled_out(self) -> bool:
+        """Whether the incumbent has stood against every move of pattern search's poll
+        (`search.pattern.poll_points` of every step up to COARSE_STEP, the configs the resource
+        model lets run): a local optimum in pattern search's sense, where pattern search itself
+        restarts. Waiting `patience` more tests there (TPE's turn, then the restart) spent the
+        rest of a small budget in the basin of a seed: a kernel with a few parameters has only
+        about ten such moves, all measured long before."""
+        inc, sp, led = self.inc, self.space, self.ledger
+        t = led.estimate(inc)
+        for step in range(1, COARSE_STEP + 1):
+            for c in poll_points(sp, inc, step):
+                if not sp.is_valid(c) or not self._runnable(c):
+                    continue
+                if not self.known(c) or led.estimate(c) < t:
+                    return False
         return True
 
     def _restart(self) -> bool:
