@@ -22,7 +22,7 @@ from abductune.hardware import KNOWN_GPUS
 from abductune.measure.replay import ReplayEvaluator
 from abductune.problem import Problem
 from abductune.search import Budget, make_strategy, run
-from abductune.search.abduction import COARSE_STEP, POLL, Abduction
+from abductune.search.abduction import COARSE_STEP, Abduction
 from abductune.search.abduction.moves import _Test
 from abductune.search.abduction.strategy import _Engine
 from abductune.search.base import SearchContext
