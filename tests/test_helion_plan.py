@@ -10,20 +10,16 @@ Kernel times come from a made-up model with a known optimum (no GPU figure is cl
 from __future__ import annotations
 
 import math
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="Helion needs torch")
-try:
-    import helion
-    import helion._compat as helion_compat
-except ImportError as e:  # e.g. Helion 1.5.1 with torch 2.11
-    if os.environ.get("ABDUCTUNE_REQUIRE_HELION") == "1":
-        raise
-    pytest.skip(f"Helion does not import here ({type(e).__name__}: {e})", allow_module_level=True)
+from helion_fixtures import import_helion  # noqa: E402
+
+helion = import_helion()
+import helion._compat as helion_compat  # noqa: E402
 
 import abductune.integrations.helion  # noqa: E402,F401 - registers abductune with Helion
 from abductune.hardware import lookup  # noqa: E402

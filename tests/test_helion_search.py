@@ -8,7 +8,6 @@ time (what the first, single timing sees), so a lucky or unlucky first reading c
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -16,12 +15,9 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch", reason="Helion needs torch")
-try:
-    import helion
-except ImportError as e:  # e.g. Helion 1.5.1 with torch 2.11
-    if os.environ.get("ABDUCTUNE_REQUIRE_HELION") == "1":
-        raise
-    pytest.skip(f"Helion does not import here ({type(e).__name__}: {e})", allow_module_level=True)
+from helion_fixtures import import_helion  # noqa: E402
+
+helion = import_helion()
 
 import abductune.integrations.helion  # noqa: E402,F401 - registers abductune with Helion
 from abductune.integrations import helion_measure as HM  # noqa: E402
