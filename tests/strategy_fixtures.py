@@ -96,3 +96,19 @@ class Watched(Strategy):
                 return
             self.batches += 1
             ms = yield batch
+
+
+def abduction_engine(times: Mapping[tuple, float], space: Space) -> Any:
+    """Abduction's engine after measuring `times` (config key -> ms) in `space`, and nothing else;
+    its incumbent the best of them."""
+    from abductune.search.abduction import Abduction
+    from abductune.search.abduction.strategy import _Engine
+
+    ctx = SearchContext(space, 0, [], {}, 8)
+    eng = _Engine(Abduction(seed=0), ctx)
+    for key, t in times.items():
+        m = measurement(space.from_key(key), t)
+        ctx._memo[key] = m
+        eng._note([m])
+    eng.inc = eng._best()
+    return eng

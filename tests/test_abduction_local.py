@@ -3,13 +3,12 @@ same direction, moves the model cannot rank go coarse first, and a config that d
 measured one only in parameters that made no difference comes last."""
 from __future__ import annotations
 
-from strategy_fixtures import FakeEvaluator, measurement
+from strategy_fixtures import FakeEvaluator, abduction_engine
 
 from abductune.search import Budget, make_strategy, run
-from abductune.search.abduction import COARSE_STEP, EXTEND, POLL, Abduction
+from abductune.search.abduction import COARSE_STEP, EXTEND, POLL
 from abductune.search.abduction.moves import _continuation
 from abductune.search.abduction.strategy import _Engine
-from abductune.search.base import SearchContext
 from abductune.space import Choice, IntRange, Pow2, Space
 
 SPACE = Space([Pow2("BLOCK", 16, 1024), Pow2("GROUP", 1, 64), Choice("layout", ["row", "col"]),
@@ -18,14 +17,7 @@ SPACE = Space([Pow2("BLOCK", 16, 1024), Pow2("GROUP", 1, 64), Choice("layout", [
 
 def _engine(times: dict[tuple, float]) -> _Engine:
     """An engine that has measured `times` (config key -> ms) and nothing else."""
-    ctx = SearchContext(SPACE, 0, [], {}, 8)
-    eng = _Engine(Abduction(seed=0), ctx)
-    for key, t in times.items():
-        m = measurement(SPACE.from_key(key), t)
-        ctx._memo[key] = m
-        eng._note([m])
-    eng.inc = eng._best()
-    return eng
+    return abduction_engine(times, SPACE)
 
 
 def _key(block, group, layout, stages):

@@ -11,7 +11,7 @@ import statistics
 
 import pytest
 from click.testing import CliRunner
-from strategy_fixtures import FakeEvaluator, measurement
+from strategy_fixtures import FakeEvaluator, abduction_engine
 
 from abductune.cli import main
 from abductune.cli.replay import _replay_seeds
@@ -22,10 +22,9 @@ from abductune.hardware import KNOWN_GPUS
 from abductune.measure.replay import ReplayEvaluator
 from abductune.problem import Problem
 from abductune.search import Budget, make_strategy, run
-from abductune.search.abduction import COARSE_STEP, Abduction
+from abductune.search.abduction import COARSE_STEP
 from abductune.search.abduction.moves import _Test
 from abductune.search.abduction.strategy import _Engine
-from abductune.search.base import SearchContext
 from abductune.session import Session
 from abductune.space import IntRange, Pow2, Space
 
@@ -97,14 +96,7 @@ SPACE = Space([Pow2("BLOCK", 16, 1024), Pow2("GROUP", 1, 64), IntRange("num_stag
 
 def _engine(times: dict[tuple, float], space: Space = SPACE) -> _Engine:
     """An engine that has measured `times` (config key -> ms) and nothing else."""
-    ctx = SearchContext(space, 0, [], {}, 8)
-    eng = _Engine(Abduction(seed=0), ctx)
-    for key, t in times.items():
-        m = measurement(space.from_key(key), t)
-        ctx._memo[key] = m
-        eng._note([m])
-    eng.inc = eng._best()
-    return eng
+    return abduction_engine(times, space)
 
 
 def _cfg(block, group, stages):
