@@ -37,6 +37,22 @@ def test_shared_memory_overflow_is_infeasible_whatever_the_names():
     assert "shared memory" in resources.infeasible(p, sp2, cfg(128, 256, 128, 8, 4, other))
 
 
+def test_a_kernel_that_fixes_its_m_tile_is_still_held_to_its_b_tile():
+    """Liger's fused MoE tunes BLOCK_N, BLOCK_K, warps and stages; its M tile is in its code.
+    The B tile's pipeline alone (plus the smallest M a dot takes) is a lower bound: what it
+    calls infeasible cannot launch, and it claims nothing about the accumulator."""
+    sp = Space([Pow2("BLOCK_N", 16, 256), Pow2("BLOCK_K", 16, 256), Choice("num_warps", [2, 4, 8]),
+                Choice("num_stages", [1, 2, 3, 4, 5, 6])])
+    p = Problem("moe", "matmul", {"M": 32768, "N": 2048, "K": 1024, "E": 64},
+                {"x": "bf16", "w": "bf16", "y": "bf16"}, hardware=H100)
+    big = {"BLOCK_N": 256, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4}
+    # 4 x (16 x 128 + 128 x 256) x 2 bytes = 272 KB: over 227 KB whatever the real M tile is
+    assert "shared memory" in resources.infeasible(p, sp, big)
+    fp = resources.footprint(p, sp, {**big, "num_stages": 2})
+    assert fp.smem_bytes == 2 * (16 * 128 * 2 + 128 * 256 * 2) and fp.acc_per_thread is None
+    assert resources.infeasible(p, sp, {"BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 5}) is None
+
+
 def test_element_size_comes_from_the_dtypes():
     sp = _space()
     c = cfg(128, 256, 128, 8, 3)  # 3 x 48K elements: 288 KB in fp16, 144 KB in fp8

@@ -61,6 +61,9 @@ from ..space import Config, Space
 DEFAULT_STAGES = 3
 # fp32 accumulator values per thread past which most of the accumulator spills (module docstring)
 ACC_MAX = 128
+# the smallest M a Triton tl.dot takes (its documented minimum tile side), for a kernel whose
+# space has no M tile
+MIN_DOT_M = 16
 # pipeline depth `fit` keeps while it can shrink the K tile instead
 STAGES_KEPT = 3
 # NVIDIA's limits (CUDA programming guide, compute capability 3.x and later): registers one
@@ -107,11 +110,15 @@ def footprint(problem: Problem, space: Space, config: Mapping[str, Any]) -> Foot
     warp = hw.warp_size if hw is not None and hw.warp_size else 32
     threads = warps * warp if warps else None
     smem = acc = None
-    if bm and bn and bk:  # a tiled product: A and B tiles stream through the pipeline
+    if bn and bk and (bm or space.by_role("tile:M") is None):
+        # a tiled product: A and B tiles stream through the pipeline. A kernel that fixes its M
+        # tile in its code (Liger's fused MoE) still buffers the B tile: with M at the smallest
+        # tile a tensor-core dot takes, the estimate is a lower bound, so what it calls
+        # infeasible is; the accumulator is not estimated without the real M tile.
         stages = _value(space, config, "stages") or DEFAULT_STAGES
         sa, sb, _ = operand_bytes(problem.dtypes)  # A and B, the first two inputs
-        smem = int(math.ceil(max(stages, 1) * (bm * bk * sa + bk * bn * sb)))
-        if threads:
+        smem = int(math.ceil(max(stages, 1) * ((bm or MIN_DOT_M) * bk * sa + bk * bn * sb)))
+        if threads and bm:
             acc = bm * bn / threads
     elif bm and bn and not bk and warps:
         got = _attention(problem, space, config, bm, bn, warps, threads)
