@@ -2,7 +2,8 @@
 side-by-side re-timing lands in every row of its kernel and shape, a reused quick row keeps its
 wall and says where it came from, the table's ratios use the re-timed kernel times, lanes spread
 over GPUs, a child past its deadline is killed with its rows kept. The `--cpu` smoke path: real
-searches in Triton's interpreter, one benchmark worker for two searches."""
+searches in Triton's interpreter, one benchmark worker for two searches (given the second
+search's cache directory), and where each search's wall time went (helion_account.py)."""
 from __future__ import annotations
 
 import json
@@ -111,6 +112,43 @@ def test_cpu_smoke_keeps_one_worker_across_searches(tmp_path):
     assert rows[1]["keeper"]["spawned"] == 1 and rows[1]["keeper"]["reused"] == 1
     assert all(x["max_err"] < 1e-3 and x["device"].startswith("cpu") for x in rows)
     assert "abductune: 1 benchmark worker(s) started in 2 search(es)" in r.stdout
+    # the kept worker was given the second search's Triton cache directory (read back from it)
+    assert rows[1]["keeper"]["synced"] == 1 and rows[1]["keeper"]["unsynced"] == 0
+    # where each search's wall went, from Helion's own classes: the same configs and batches as
+    # the search's report, the worker's timing and accuracy jobs, parts that add up to the wall
+    from abductune.integrations.helion_account import TOP
+
+    for row, ti in zip(rows, t):
+        a = row["account"]
+        assert (a["timed"], a["batches"], a["worker_starts"]) == (ti["timed"], ti["batches"], row["worker_starts"])
+        assert a["bench_job_s"] > 0 and a["accuracy_s"] > 0 and a["codegen_s"] > 0 and a["final_s"] > 0
+        assert a["bench_job_s"] + a["accuracy_s"] <= a["bench_s"] + 1e-3 and a["bench_s"] <= a["batch_s"] + 1e-3
+        assert abs(a["wall_s"] - row["wall_s"]) < 1e-3
+        assert abs(sum(a[k] for k in TOP) + a["other_s"] - a["wall_s"]) < 0.01
+    assert rows[0]["account"]["first_bench_s"] > rows[1]["account"]["first_bench_s"]  # the worker's start-up
+    assert "where each search's wall time went" in r.stdout
+
+
+def test_the_account_puts_helions_classes_back():
+    """HelionAccount wraps Helion's methods only inside its block (a static method stays static)."""
+    _bench_module()
+    from helion.autotuner.base_search import PopulationBasedSearch
+    from helion.autotuner.benchmark_provider import LocalBenchmarkProvider
+    from helion.autotuner.precompile_future import PrecompileFuture
+
+    from abductune.integrations.helion_account import HelionAccount
+
+    names = [(LocalBenchmarkProvider, "benchmark"), (LocalBenchmarkProvider, "__init__"),
+             (PrecompileFuture, "wait_for_all"), (PopulationBasedSearch, "rebenchmark")]
+    before = [cls.__dict__[n] for cls, n in names]
+    with HelionAccount() as acc:
+        assert all(cls.__dict__[n] is not b for (cls, n), b in zip(names, before))
+        assert isinstance(PrecompileFuture.__dict__["wait_for_all"], staticmethod)
+        assert PrecompileFuture.wait_for_all([]) == []  # still Helion's, through the wrapper
+        snap = acc.snapshot()
+    assert [cls.__dict__[n] for cls, n in names] == before
+    a = acc.since(snap, wall_s=2.0)
+    assert a["other_s"] == 2.0 and a["batches"] == 0 and a["precompile_s"] == 0.0  # outside a batch: not counted
 
 
 def test_abductune_lanes_split_by_kernel_only_with_several_shapes(tmp_path):

@@ -233,11 +233,63 @@ def test_runoffs_are_interleaved_and_the_report_says_where_time_went(monkeypatch
     assert 2 <= n <= HS.FINAL_TOP_K + len(s.report["pinned"])
     t = s.report["timing"]
     assert t["bench_s"] >= 0.002 * t["timed"] and 0 < t["first_bench_s"] <= t["bench_s"]
+    assert len(t["bench_each"]) == t["timed"] and t["bench_max_s"] == max(t["bench_each"])
+    assert t["precompile_s"] == t["compile_s"] and t["codegen_s"] == 0.0  # the stand-in generates no code
     parts = t["compile_s"] + t["bench_s"] + t["runoff_s"] + t["final_s"] + t["ours_s"]
     assert abs(parts - t["search_s"]) < 0.01
     assert sum(p["timing"]["timed"] for p in s.report["phases"]) == t["timed"] == len(model.seen)
     assert t["batches"] == sum(p["timing"]["batches"] for p in s.report["phases"])
     assert s.report["phases"][0]["timing"]["batches"] == 1  # every seed in one batch: one round of compiles
+
+
+def test_the_timing_splits_codegen_and_the_workers_jobs():
+    """Helion's provider in miniature (its call structure: codegen of each config, then each
+    config timed by a worker job and an accuracy job): the codegen inside a config's timing is
+    not the batch's; every wrapper comes off afterwards; the per-phase cut keeps its own slowest."""
+    class Kernel:
+        def compile_config(self, config, allow_print=True):
+            time.sleep(0.02)
+            return config
+
+    class Provider:
+        def __init__(self):
+            self.kernel = Kernel()
+
+        def _run_subprocess_benchmark_job(self, fn, **kw):
+            time.sleep(0.03 if fn == 3 else 0.01)
+            return 1.0
+
+        def _run_subprocess_accuracy_check_job(self, fn):
+            time.sleep(0.005)
+
+        def _benchmark_function(self, config, fn):
+            self.kernel.compile_config(config)  # Helion's in-process path compiles here too
+            self._run_subprocess_benchmark_job(fn)
+            self._run_subprocess_accuracy_check_job(fn)
+            return 1.0
+
+        def benchmark(self, configs):
+            fns = [self.kernel.compile_config(c) for c in configs]
+            return [self._benchmark_function(c, f) for c, f in zip(configs, fns)]
+
+    p, t = Provider(), HM.Timing()
+    with HM.timed_benchmarks(p, t):
+        p.benchmark([1, 2])
+    mid = t.snapshot()
+    with HM.timed_benchmarks(p, t):
+        p.benchmark([3])
+    assert not {"_benchmark_function", "_run_subprocess_benchmark_job"} & set(vars(p))
+    assert "compile_config" not in vars(p.kernel)
+    assert 0.06 <= t.codegen_s < 0.1  # three configs' codegen, not six
+    assert len(t.bench_each) == 3 and t.bench_s >= 0.03 + 0.02 + 0.015 + 0.06
+    assert t.bench_job_s >= 0.05 and t.accuracy_s >= 0.015 and t.first_bench_s == t.bench_each[0]
+    t.compile_s = 0.5
+    d = t.to_dict()
+    assert d["precompile_s"] == round(0.5 - t.codegen_s, 4) and d["bench_max_s"] == round(t.bench_each[2], 4)
+    assert d["bench_other_s"] == round(t.bench_s - t.bench_job_s - t.accuracy_s, 4)
+    first = mid.since(HM.Timing())
+    assert len(first["bench_each"]) == 2 and first["bench_max_s"] < d["bench_max_s"]
+    assert t.since(mid)["bench_each"] == [round(t.bench_each[2], 4)]
 
 
 class _FakeWorker:

@@ -1,11 +1,15 @@
 """Helion's benchmark worker kept across abductune's searches (helion_worker.py), on a CPU: the
-keeper with stand-in workers (reuse, what it drops, idle expiry, forked children), one real
-Helion BenchmarkWorker kept and reused (its start-up paid once, our forget jobs run in it), and
-two searches in a row through Helion's local provider handing one worker from the first search
-to the second."""
+keeper with stand-in workers (reuse, what it drops, idle expiry, forked children, a worker that
+will not take the search's cache directory), the environment jobs in a bare interpreter, one
+real Helion BenchmarkWorker kept and reused (its start-up paid once, our forget jobs run in it,
+the next search's Triton cache directory set in it), and two searches in a row through Helion's
+local provider handing one worker from the first search to the second."""
 from __future__ import annotations
 
 import os
+import pickle
+import subprocess
+import sys
 import time
 
 import pytest
@@ -27,7 +31,7 @@ class Stand:
         if self.fail:
             raise RuntimeError("worker pipe closed")
         self.jobs.append(job)
-        return None
+        return job()  # in this process: the environment jobs see this process's (unchanged) values
 
     def shutdown(self) -> None:
         self.shutdowns += 1
@@ -108,6 +112,59 @@ def test_a_forked_child_never_touches_the_parents_worker(no_forget, monkeypatch)
     assert w.shutdowns == 0 and w.jobs == no_forget  # the parent's untouched
 
 
+@pytest.mark.parametrize("takes", [True, False])
+def test_a_reused_worker_must_take_the_searchs_cache_directory(no_forget, takes):
+    """A kept worker is handed this process's cache directories before reuse; one that will not
+    take them is shut down and a fresh one spawned (it would compile every config itself)."""
+    k = HW.Keeper(idle_s=60)
+    old, asked = Stand(), []
+    k.give(old)
+
+    def sync(w):
+        asked.append(w)
+        return takes
+
+    w, reused = k.take(Stand, sync=sync)
+    assert asked == [old] and reused is takes and (w is old) is takes
+    assert old.shutdowns == (0 if takes else 1)
+    assert (k.stats["synced"], k.stats["unsynced"]) == ((1, 0) if takes else (0, 1))
+    assert k.stats["spawned"] == (0 if takes else 1)
+
+
+def test_sync_environ_reads_the_values_back(monkeypatch):
+    """With a stand-in running jobs here: set, unset, read back; a worker that answers
+    otherwise (or fails) is reported as not synced."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/search-2/triton")
+    monkeypatch.delenv("CUTE_DSL_CACHE_DIR", raising=False)
+    w = Stand()
+    assert HW.sync_environ(w) and len(w.jobs) == 1 + len(HW.SYNCED_ENV)
+    assert os.environ["TRITON_CACHE_DIR"] == "/tmp/search-2/triton" and "CUTE_DSL_CACHE_DIR" not in os.environ
+
+    class Deaf(Stand):
+        def run(self, job, timeout):
+            self.jobs.append(job)
+            return None  # never reads back what it was given
+
+    assert not HW.sync_environ(Deaf())
+    assert not HW.sync_environ(Stand(fail=True))
+
+
+def test_environment_jobs_need_nothing_of_abductunes():
+    """The jobs, pickled, run in a bare interpreter without abductune on its path (as in
+    Helion's spawned worker, whatever it can import): they set, unset and read back."""
+    put, reads = HW.environ_jobs({"TRITON_CACHE_DIR": "/tmp/search-2/triton", "CUTE_DSL_CACHE_DIR": None})
+    code = ("import os, pickle, sys\n"
+            "put, reads = pickle.loads(sys.stdin.buffer.read())\n"
+            "put()\n"
+            "print([r() for r in reads], 'abductune' in sys.modules)\n")
+    env = {"PATH": os.environ.get("PATH", ""), "TRITON_CACHE_DIR": "/tmp/search-1/triton",
+           "CUTE_DSL_CACHE_DIR": "/tmp/search-1/cute"}
+    r = subprocess.run([sys.executable, "-I", "-c", code], input=pickle.dumps((put, reads)), capture_output=True,
+                       env=env, timeout=60)
+    assert r.returncode == 0, r.stderr.decode()[-2000:]
+    assert r.stdout.decode().strip() == "['/tmp/search-2/triton', None] False"
+
+
 def test_idle_seconds_from_the_environment():
     assert HW.idle_seconds({}) == HW.DEFAULT_IDLE_S
     assert HW.idle_seconds({HW.IDLE_ENV: "0"}) == 0.0
@@ -139,21 +196,29 @@ def test_forget_jobs_are_helions_caches_then_cuda_memory():
     assert jobs[2] is torch.cuda.empty_cache
 
 
-def test_a_real_worker_starts_once_and_forgets_in_between():
+def test_a_real_worker_starts_once_and_forgets_in_between(monkeypatch, tmp_path):
     """Helion's own BenchmarkWorker: the first answer waits for its start-up; kept, it runs
-    our forget jobs (pickled into it) and answers the next search at once."""
+    our forget jobs (pickled into it) and answers the next search at once, with the next
+    search's Triton cache directory (Helion's per-search ephemeral one) in its environment."""
     _helion()
+    import functools
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "search-1"))
     k = HW.Keeper(idle_s=60)
     w, reused = k.take(HW.spawn_worker)
     try:
         assert w is not None and not reused
         first = HW.first_answer_s(w)
+        read = functools.partial(os.getenv, "TRITON_CACHE_DIR")
+        assert w.run(read, timeout=60) == str(tmp_path / "search-1")  # inherited at its spawn
         assert k.give(w)  # the forget jobs ran in the worker
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "search-2"))  # as Helion does for the next search
         w2, reused = k.take(HW.spawn_worker)
         assert w2 is w and reused and w.alive()
+        assert w.run(read, timeout=60) == str(tmp_path / "search-2")
         again = HW.first_answer_s(w)
         assert again < first / 5, (first, again)
-        assert k.stats["spawned"] == 1
+        assert k.stats["spawned"] == 1 and k.stats["synced"] == 1
     finally:
         k.give(w)
         k.release()
@@ -222,5 +287,7 @@ def test_two_searches_share_one_worker(monkeypatch):
     assert len(made) == 1 and given == [made[0], made[0]] and made[0].up  # one worker, both searches, still up
     assert [r["worker_reused"] for r in reports] == [False, True]
     assert [r["worker_kept"] for r in reports] == [True, True]
-    assert len(made[0].jobs) == 2 * len(HW.forget_jobs())  # each search's state dropped after it
+    # each search's state dropped after it, and the second search's cache directories set before it
+    n_forget, n_sync = len(HW.forget_jobs()), 1 + len(HW.SYNCED_ENV)
+    assert len(made[0].jobs) == 2 * n_forget + n_sync and keeper.stats["synced"] == 1
     assert keeper.release() and made[0].shutdowns == 1

@@ -1,26 +1,26 @@
 """Helion's own search against abductune's inside Helion (issue 29, item 2): for Helion's example
 kernels, the wall time to a ready kernel and the kernel's time, side by side in one run.
 
-    # one device call (H100): four kernels, first shape, none / quick / abductune, re-timed
+    # one H100, one device call: quick's rows (wall, config) from session 16, its configs re-timed;
+    # abductune-nokeep (a fresh worker per search) is the control for the kept worker
     PYTHONPATH=src python3 benchmarks/gpu/helion_bench.py --kernels matmul,softmax,layer_norm,attention \
-        --shapes 1 --modes none,abductune,quick --retime 5 --deadline-s 540 --out $OUT/helion.json
-    # the same over N GPUs of one host (modes' processes side by side, each on its own GPU and CPUs)
-    PYTHONPATH=src python3 benchmarks/gpu/helion_bench.py --gpus 4 --shapes 3 --modes none,abductune,quick,full \
-        --full-budget-s 240 --retime 5 --deadline-s 540 --out $OUT/helion.json
+        --shapes 1 --modes none,abductune,abductune-nokeep,quick --retime 3 --reuse-quick \
+        benchmarks/results/session16/helion_h100.json --deadline-s 560 --out $OUT/helion.json
+    # two H100s of one host: quick searched again (one lane per kernel), side by side with the rest
+    PYTHONPATH=src python3 benchmarks/gpu/helion_bench.py --gpus 2 --kernels matmul,softmax,layer_norm,attention \
+        --shapes 1 --modes none,abductune,quick --retime 3 --deadline-s 560 --out $OUT/helion.json
     python3 benchmarks/gpu/helion_bench.py --cpu --out /tmp/helion_cpu.json     # no GPU: Triton's interpreter
     python3 benchmarks/gpu/helion_bench.py --dry-run --retime --kernels softmax   # no torch: the driver only
 
 The kernels are `helion_bench_kernels.py` (matmul, softmax, layer_norm, attention, int4_matmul).
-
-Each mode runs in its own process (a *lane*: empty Triton, Inductor and Helion caches, so no
-mode finds what another compiled), which runs that mode's searches one after another, as a
-program that tunes several kernels would: this is what shows abductune keeping Helion's
-benchmark worker across searches (`abductune.integrations.helion_worker`), where Helion's own
-searches start one per search. Before its first search every lane runs one small kernel with
-`autotune_effort="none"`, so that the process's own first-use costs (imports, Triton's and
-Helion's first compile) fall on no mode's search; no worker is started by it. Every row records
-its place in its process (`search_index`), the benchmark workers started during it
-(`worker_starts`) and, for abductune, whether it reused the kept one.
+Each mode runs in its own process (a *lane*: empty Triton, Inductor and Helion caches), which
+runs that mode's searches one after another, as a program that tunes several kernels would
+(abductune keeps Helion's benchmark worker across them, Helion's own searches start one each).
+Every lane first runs one small kernel with `autotune_effort="none"`, so the process's first-use
+costs fall on no search. Every row records its place in its process (`search_index`), the
+workers started during it (`worker_starts`) and where its wall time went (`account`: Helion's
+baseline, codegen, parallel compiles, timing and accuracy jobs in its worker, run-offs, final
+verification, the rest: `abductune.integrations.helion_account`), for every mode alike.
 
 Modes:
 - `none`: `autotune_effort="none"`, Helion's default config; `none+abductune` /
@@ -30,15 +30,14 @@ Modes:
   H100); `+seeds`: with abductune's heuristics in Helion's registry;
 - `abductune`: abductune's search (`autotuner_with(...)`), its worker kept across searches;
   `abductune-noseeds`: without abductune's seeds; `abductune-nokeep`: no worker kept
-  (ABDUCTUNE_HELION_WORKER_IDLE_S=0), each search starts its own, as Helion's do;
-  `abductune-inproc`: Helion's `autotune_benchmark_subprocess=False`, no worker at all (no
-  protection from a config that hangs or faults the GPU).
+  (ABDUCTUNE_HELION_WORKER_IDLE_S=0); `abductune-inproc`: Helion's
+  `autotune_benchmark_subprocess=False`, no worker at all (no protection from a config that
+  hangs or faults the GPU).
 Wall time: the first call of a fresh kernel object (bind, search, compile, run) to a synchronised
 result. Kernel time: `triton.testing.do_bench` median (ms). `--retime [ROUNDS]` compiles every
 mode's final config of a kernel and shape in one more process and times them side by side in
 rotated rounds (PyTorch's op among them); the table's ratios use those times where every row has
 one. `--reuse-quick JSON` takes quick's rows (wall, config) from an earlier run (needs --retime).
-
 `--deadline-s`: no process runs past it (a lane is killed there, keeping its finished rows; a
 lane starts no search with less than 30 s left; `--retime` keeps `--retime-reserve-s` for the
 re-timing). Writes `--out` after every row and prints the table last.
@@ -85,7 +84,7 @@ if "--child" in sys.argv or __name__ != "__main__":  # the kernels need torch an
     import torch
 
     from helion_bench_kernels import (CPU, attention, bench_ms, cpu_benchmark_fn, device_name,  # noqa: F401
-                                      int4_matmul, kernels, layer_norm, matmul, softmax, sync)
+                                      int4_matmul, kernels, layer_norm, matmul, softmax, sync, versions)
 
 
 # ----------------------------------------------------------------------------- one search (in a lane)
@@ -100,7 +99,10 @@ def _uncached(search_cls: Any, **options: Any) -> Callable[..., Any]:
     return fn
 
 
-def search_row(kernel: str, shape: tuple[int, ...], mode: str, opts: dict[str, Any]) -> dict[str, Any]:
+def search_row(kernel: str, shape: tuple[int, ...], mode: str, opts: dict[str, Any], account: Any = None
+               ) -> dict[str, Any]:
+    """One search, its first call timed; `account`: a HelionAccount whose share of that call
+    (where the wall time went) goes into the row."""
     import helion
 
     fn, make_args, reference, baseline = kernels()[kernel]
@@ -138,6 +140,7 @@ def search_row(kernel: str, shape: tuple[int, ...], mode: str, opts: dict[str, A
     torch.manual_seed(0)
     args = make_args(shape)
     sync()
+    before = account.snapshot() if account is not None else None
     t0 = time.perf_counter()
     out = k(*args)
     sync()
@@ -149,7 +152,9 @@ def search_row(kernel: str, shape: tuple[int, ...], mode: str, opts: dict[str, A
            "torch_ms": ref_ms, "max_err": err, "config": repr(cfg),
            "config_json": cfg.to_json() if hasattr(cfg, "to_json") else None,
            "effort": settings["autotune_effort"], "budget_s": settings.get("autotune_budget_seconds"),
-           "device": device_name(), "versions": _versions()}
+           "device": device_name(), "versions": versions()}
+    if account is not None:
+        row["account"] = account.since(before, wall)
     if searches:
         rep = searches[-1].report
         row["abductune"] = {k2: rep.get(k2) for k2 in ("evaluations", "winner_ms", "search_s", "timing", "final",
@@ -177,15 +182,10 @@ def probe_worker() -> float | None:
 def lane(job: dict[str, Any]) -> None:
     """One mode's searches in this process, a JSON line each (module docstring)."""
     import helion
-    from helion.autotuner import benchmark_worker
 
-    starts = [0]
-    real_start = benchmark_worker.BenchmarkWorker._start
+    from abductune.integrations.helion_account import HelionAccount
 
-    def counted(self: Any) -> Any:  # every worker started in this process, by Helion or abductune
-        starts[0] += 1
-        return real_start(self)
-    benchmark_worker.BenchmarkWorker._start = counted
+    account = HelionAccount().__enter__()  # for the lane's life: where each search's time went
     t0 = time.perf_counter()
     fn, make_args, _, _ = kernels()["matmul"]
     helion.kernel(static_shapes=True, autotune_effort="none")(fn)(*make_args((32, 32, 32)))
@@ -195,13 +195,14 @@ def lane(job: dict[str, Any]) -> None:
         if job.get("deadline_at") and time.time() > job["deadline_at"] - MIN_START_S:
             print(json.dumps({"skipped": [kernel, shape], "mode": job["mode"], "why": "deadline"}), flush=True)
             continue
-        before = starts[0]
+        before = account.totals["worker_starts"]
         try:
-            row = search_row(kernel, tuple(shape), job["mode"], job["opts"])
+            row = search_row(kernel, tuple(shape), job["mode"], job["opts"], account)
         except Exception as e:  # noqa: BLE001 - one failed search is a row; the lane goes on
             row = {"kernel": kernel, "shape": list(shape), "mode": job["mode"],
                    "error": f"{type(e).__name__}: {e}"[:600]}
-        row.update(lane=job["lane"], search_index=i, worker_starts=starts[0] - before, warmup_s=warmup_s)
+        row.update(lane=job["lane"], search_index=i, worker_starts=account.totals["worker_starts"] - before,
+                   warmup_s=warmup_s)
         if job["opts"].get("probe_worker") and i == 0:
             row["worker_start_s"] = probe_worker()
         print(json.dumps(row), flush=True)
@@ -239,18 +240,6 @@ def retime(kernel: str, shape: tuple[int, ...], configs: dict[str, str], rounds:
             samples[m].append(bench_ms(calls[m], warmup=25, rep=100))
     return {"kernel": kernel, "shape": list(shape), "retimed_ms": {m: statistics.median(v) for m, v in samples.items()},
             "samples_ms": samples, "rounds": rounds}
-
-
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {}
-    for p in ("helion", "torch", "triton", "abductune"):
-        try:
-            out[p] = metadata.version(p)
-        except metadata.PackageNotFoundError:
-            out[p] = "?"
-    return out
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -354,6 +343,12 @@ def dry_child(job: dict[str, Any], env_extra: dict[str, str], timeout: float, on
             row["abductune"] = {"evaluations": 24, "timing": {
                 "prepare_s": 1.0, "search_s": 8.0, "compile_s": 3.0, "bench_s": 2.0, "first_bench_s": 1.0,
                 "runoff_s": 0.5, "final_s": 0.5, "ours_s": 2.0, "timed": 24, "batches": 5, "worker_reused": i > 0}}
+        n = 24 if mode.startswith("abductune") else 96  # an account as helion_account.since writes it
+        row["account"] = {"wall_s": row["wall_s"], "baseline_s": 0.5, "setup_s": 0.1, "batch_s": row["wall_s"] / 2,
+                          "codegen_s": 1.0, "precompile_s": 2.0, "bench_s": 0.07 * n, "first_bench_s": 0.1,
+                          "bench_median_s": 0.07, "bench_max_s": 0.2, "bench_job_s": 0.05 * n, "accuracy_s": 0.01 * n,
+                          "rebench_s": 0.5, "final_s": 1.0, "cleanup_s": 0.1, "other_s": 1.0, "batches": 4,
+                          "configs": n, "timed": n, "worker_starts": row["worker_starts"]}
         on_line(row)
     return None
 
@@ -397,7 +392,9 @@ def table(rows: list[dict[str, Any]], modes: list[str]) -> str:
 
     head = ["kernel", "shape", "torch ms", *modes, "abd/quick ms", "abd/quick wall", "abd/none ms"]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
-    notes, walls = [], {"all": [], "later": []}
+    from abductune.integrations.helion_account import describe
+
+    notes, accounts, walls = [], [], {"all": [], "later": []}
     for (kernel, shape), got in by.items():
         a, q, n = got.get("abductune"), got.get("quick"), got.get("none")
         rt = all(x is None or "error" in x or x.get("retimed_ms") is not None for x in (a, q, n))
@@ -412,10 +409,13 @@ def table(rows: list[dict[str, Any]], modes: list[str]) -> str:
         t = ((a or {}).get("abductune") or {}).get("timing")
         if t:
             notes.append(f"{kernel} {'x'.join(map(str, shape))}: abductune prepare {t['prepare_s']:.1f} s, search "
-                         f"{t['search_s']:.1f} s = Helion compile {t['compile_s']:.1f} + bench {t['bench_s']:.1f} "
-                         f"(first {t['first_bench_s']:.1f}) + run-offs {t['runoff_s']:.1f} + final "
+                         f"{t['search_s']:.1f} s = Helion compile {t['compile_s']:.1f} (codegen "
+                         f"{t.get('codegen_s', 0):.1f}) + bench {t['bench_s']:.1f} (first {t['first_bench_s']:.1f}, "
+                         f"slowest {t.get('bench_max_s', 0):.2f}) + run-offs {t['runoff_s']:.1f} + final "
                          f"{t['final_s']:.1f} + ours {t['ours_s']:.1f}; {t['timed']} timed in {t['batches']} batches"
                          f"; worker {'kept from an earlier search' if t.get('worker_reused') else 'started'}")
+        accounts += [f"{kernel} {'x'.join(map(str, shape))} {m}: {describe(r['account'])}"
+                     for m, r in got.items() if r.get("account") and not m.startswith("none")]
     for name, xs in walls.items():
         g = _geomean(xs)
         if g is not None:
@@ -429,6 +429,8 @@ def table(rows: list[dict[str, Any]], modes: list[str]) -> str:
     probes = [f"{r['kernel']} {r['worker_start_s']:.1f} s" for r in rows if r.get("worker_start_s")]
     if probes:
         notes.append("Helion's benchmark worker, spawn to first answer: " + ", ".join(probes))
+    if accounts:
+        notes += ["where each search's wall time went (helion_account.py):", *accounts]
     return "\n".join(lines + ["", "ratios use the side-by-side re-timing where every row has one; #i: the "
                                "search's place in its process; * wall from an earlier run (--reuse-quick)", *notes])
 

@@ -187,5 +187,17 @@ def device_name() -> str:
     return "cpu (Triton interpreter)" if CPU else torch.cuda.get_device_name()
 
 
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    out = {}
+    for p in ("helion", "torch", "triton", "abductune"):
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = "?"
+    return out
+
+
 if CPU:
     install_cpu_timer()

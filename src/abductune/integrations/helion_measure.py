@@ -13,11 +13,13 @@ choices here are abductune's, each for the same reason (time to a ready kernel):
 - Helion's benchmark worker is a spawned interpreter that imports torch and Helion before its
   first job (14-15 s on the H100; Helion's own searches pay it on each search's first batch):
   one is kept across abductune's searches in a process (`helion_worker`: `start_worker` takes
-  it, `return_worker` keeps it after the search), and where none is kept `start_worker`
+  it and gives it this search's compile-cache directory, `return_worker` keeps it after the
+  search), and where none is kept `start_worker`
   spawns it before Helion computes its accuracy baseline, so that start-up overlaps the
   baseline and the first batch's compiles instead of following them;
-- `Timing` records where the wall time goes (Helion's compile, its benchmarking, run-offs, the
-  rest is abductune's), per phase and in total, for the search's report.
+- `Timing` records where the wall time goes (Helion's codegen and parallel compiles, its
+  worker's timing and accuracy jobs, run-offs, the rest is abductune's), per phase and in
+  total, for the search's report.
 """
 from __future__ import annotations
 
@@ -43,30 +45,52 @@ _STATUS = {"timeout": "timeout", "accuracy_error": "wrong_result", "filtered": "
 @dataclass
 class Timing:
     """Wall seconds by where they went. `compile_s`: Helion's codegen and parallel Triton
-    compiles of each batch (a batch's time less its benchmarking); `bench_s`: Helion timing
+    compiles of each batch (a batch's time less its benchmarking), `codegen_s` of it Helion
+    generating each config's Triton code in this process, one config after another (the rest,
+    `precompile_s` in `to_dict`, is waiting for the parallel compiles); `bench_s`: Helion timing
     and accuracy-checking each new config, `first_bench_s` of it the first config's (which
-    waits for the benchmark worker to finish starting); `runoff_s`: interleaved re-timing;
-    `timed`: configs Helion compiled and timed, `free`: configs answered without a compile
-    (normalised to one measured, or source-identical to one measured); `batches`: calls of
-    `benchmark_population` (each one round of parallel compiles)."""
+    waits for the benchmark worker to finish starting), `bench_job_s` and `accuracy_s` of it
+    the worker's timing and accuracy jobs (round trips included; the rest, `bench_other_s`,
+    is this process's side); `bench_each`: each config's bench seconds in order (`bench_max_s`
+    in `to_dict`: the slowest; a config the worker had to compile itself stands out);
+    `runoff_s`: interleaved re-timing; `timed`: configs Helion compiled and timed, `free`:
+    configs answered without a compile (normalised to one measured, or source-identical to one
+    measured); `batches`: calls of `benchmark_population` (each one round of parallel
+    compiles)."""
 
     compile_s: float = 0.0
+    codegen_s: float = 0.0
     bench_s: float = 0.0
     first_bench_s: float = 0.0
+    bench_job_s: float = 0.0
+    accuracy_s: float = 0.0
     runoff_s: float = 0.0
     timed: int = 0
     free: int = 0
     batches: int = 0
+    bench_each: list[float] = field(default_factory=list)
 
     def snapshot(self) -> "Timing":
         return Timing(**asdict(self))
 
     def since(self, before: "Timing") -> dict[str, Any]:
+        """What was spent after `before` (a snapshot), with the derived splits of `to_dict`."""
         now, then = asdict(self), asdict(before)
-        return {k: (round(v - then[k], 4) if isinstance(v, float) else v - then[k]) for k, v in now.items()}
+        out = {k: (v - then[k]) for k, v in now.items() if k != "bench_each"}
+        return _derived({**out, "bench_each": self.bench_each[len(before.bench_each):]})
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return _derived(asdict(self))
+
+
+def _derived(t: dict[str, Any]) -> dict[str, Any]:
+    """Rounded, with `precompile_s` (compile less codegen), `bench_other_s` (bench less the
+    worker's jobs) and `bench_max_s` added."""
+    each = [round(x, 4) for x in t.pop("bench_each")]
+    t = dict(t, precompile_s=max(0.0, t["compile_s"] - t["codegen_s"]),
+             bench_other_s=max(0.0, t["bench_s"] - t["bench_job_s"] - t["accuracy_s"]),
+             bench_max_s=max(each, default=0.0))
+    return {**{k: (round(v, 4) if isinstance(v, float) else v) for k, v in t.items()}, "bench_each": each}
 
 
 @dataclass
@@ -78,35 +102,77 @@ class Shared:
     timing: Timing = field(default_factory=Timing)
 
 
-@contextlib.contextmanager
-def timed_benchmarks(provider: Any, timing: Timing) -> Iterator[None]:
-    """Count the seconds Helion's provider spends timing single configs (its
-    `_benchmark_function`, where there is one) into `timing.bench_s` while the block runs."""
-    inner = getattr(provider, "_benchmark_function", None)
+def _wrap(owner: Any, name: str, count: Callable[[float], None], counts: Callable[[], bool] = lambda: True,
+          inside: list[int] | None = None) -> tuple[Any, str, Any] | None:
+    """Put a wrapper of `owner.name` on the instance (the class's method untouched) that
+    passes each call's seconds to `count` where `counts()` says so at the call, and keeps
+    `inside[0]` the number of its calls under way. Returns what `_unwrap` restores; None where
+    `owner` has no such callable."""
+    inner = getattr(owner, name, None)
     if inner is None or not callable(inner):
-        yield
-        return
+        return None
 
     def counted(*args: Any, **kwargs: Any) -> Any:
+        if not counts():
+            return inner(*args, **kwargs)
+        if inside is not None:
+            inside[0] += 1
         t0 = time.perf_counter()
         try:
             return inner(*args, **kwargs)
         finally:
-            dt = time.perf_counter() - t0
-            if timing.bench_s == 0.0:
-                timing.first_bench_s = dt
-            timing.bench_s += dt
+            if inside is not None:
+                inside[0] -= 1
+            count(time.perf_counter() - t0)
 
-    own = vars(provider).get("_benchmark_function") if hasattr(provider, "__dict__") else None
-    provider._benchmark_function = counted  # an instance attribute: the class's method is untouched
+    own = vars(owner).get(name) if hasattr(owner, "__dict__") else None
+    setattr(owner, name, counted)
+    return owner, name, own
+
+
+def _unwrap(saved: tuple[Any, str, Any] | None) -> None:
+    if saved is None:
+        return
+    owner, name, own = saved
+    if own is not None:
+        setattr(owner, name, own)
+    else:
+        with contextlib.suppress(AttributeError):
+            delattr(owner, name)
+
+
+@contextlib.contextmanager
+def timed_benchmarks(provider: Any, timing: Timing) -> Iterator[None]:
+    """While the block runs, count the seconds Helion's provider spends timing single configs
+    (its `_benchmark_function`) into `timing.bench_s` (and `first_bench_s`, `bench_each`),
+    its worker's timing and accuracy jobs into `bench_job_s` and `accuracy_s`, and its kernel's
+    codegen (`compile_config`, outside a config's timing) into `codegen_s`. Where the provider
+    lacks one of these, that figure stays 0."""
+    if provider is None:
+        yield
+        return
+    benching = [0]
+
+    def bench(dt: float) -> None:
+        if timing.bench_s == 0.0:
+            timing.first_bench_s = dt
+        timing.bench_s += dt
+        timing.bench_each.append(dt)
+
+    def add(attr: str) -> Callable[[float], None]:
+        return lambda dt: setattr(timing, attr, getattr(timing, attr) + dt)
+
+    saved = [_wrap(provider, "_benchmark_function", bench, inside=benching),
+             _wrap(provider, "_run_subprocess_benchmark_job", add("bench_job_s")),
+             _wrap(provider, "_run_subprocess_accuracy_check_job", add("accuracy_s"))]
+    kernel = getattr(provider, "kernel", None)
+    if kernel is not None:
+        saved.append(_wrap(kernel, "compile_config", add("codegen_s"), counts=lambda: benching[0] == 0))
     try:
         yield
     finally:
-        if own is not None:
-            provider._benchmark_function = own
-        else:
-            with contextlib.suppress(AttributeError):
-                del provider._benchmark_function
+        for s in reversed(saved):
+            _unwrap(s)
 
 
 # ----------------------------------------------------------------------------- Helion's benchmark worker

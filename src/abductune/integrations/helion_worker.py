@@ -17,6 +17,19 @@ configs (the kernel module is unloaded after each job), except two caches keyed 
 search's temporary files (its arguments and accuracy baseline, GPU tensors), which `forget`
 clears. A kept worker that died is restarted by Helion on its next job.
 
+Helion points Triton's compile cache at a temporary directory for each search (its
+"ephemeral" cache: `TRITON_CACHE_DIR`, `CUTE_DSL_CACHE_DIR` for CuTe, set in the parent's
+environment for the search and deleted after it). Helion's parallel precompiles write each
+config's binary there, and its worker, spawned during that search, inherits the variable and
+loads the binary. A worker kept from an earlier search still named the earlier search's
+directory, deleted by then, so it found none of the new search's binaries and compiled each
+config again itself, one after another (and left those files in a directory no one removes).
+That fits session 16's H100 reports: timing a config took 0.2-1.4 s (per-phase medians) in
+every search that reused a worker against 0.05-0.17 s in each process's first. So `take`
+copies those variables from this process into a reused worker (`sync_environ`) before the
+search uses it and reads them back; a worker that does not take them is shut down and a fresh
+one spawned.
+
 The kept worker holds a CUDA context while idle, so it is shut down after
 `ABDUCTUNE_HELION_WORKER_IDLE_S` seconds without a search (default 300; 0 keeps none, so
 every search starts its own, as Helion's do), by `release()`, and at interpreter exit.
@@ -26,17 +39,27 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 log = logging.getLogger(__name__)
 
 IDLE_ENV = "ABDUCTUNE_HELION_WORKER_IDLE_S"
 DEFAULT_IDLE_S = 300.0
 FORGET_TIMEOUT_S = 30.0
+# the variables Helion sets in this process for one search and its worker must see (module docstring)
+SYNCED_ENV = ("TRITON_CACHE_DIR", "CUTE_DSL_CACHE_DIR")
+# run in the worker by `exec` (a builtin, so the job pickles without any module of abductune's)
+_SET_ENV = ("import os\n"
+            "for k, v in values.items():\n"
+            "    if v is None:\n"
+            "        os.environ.pop(k, None)\n"
+            "    else:\n"
+            "        os.environ[k] = v\n")
 
 
 def idle_seconds(env: Any = os.environ) -> float:
@@ -91,6 +114,33 @@ def forget(worker: Any, timeout: float = FORGET_TIMEOUT_S) -> bool:
     return True
 
 
+def environ_values(env: Mapping[str, str] = os.environ) -> dict[str, str | None]:
+    """This process's values of SYNCED_ENV (None: unset)."""
+    return {k: env.get(k) for k in SYNCED_ENV}
+
+
+def environ_jobs(values: Mapping[str, str | None]) -> tuple[Callable[[], Any], list[Callable[[], Any]]]:
+    """(a job that sets `values` in a worker's environment, jobs that read each back):
+    picklable, built from builtins and `os` only, so the worker needs nothing of abductune's."""
+    return (functools.partial(exec, _SET_ENV, {"values": dict(values)}),
+            [functools.partial(os.getenv, k) for k in values])
+
+
+def sync_environ(worker: Any, env: Mapping[str, str] = os.environ, timeout: float = FORGET_TIMEOUT_S) -> bool:
+    """Give a kept worker this process's SYNCED_ENV values (module docstring); True where
+    the worker reads them back unchanged."""
+    values = environ_values(env)
+    put, reads = environ_jobs(values)
+    try:
+        worker.run(put, timeout=timeout)
+        got = [worker.run(job, timeout=timeout) for job in reads]
+    except Exception as e:  # noqa: BLE001 - a worker that cannot take them is replaced, not used
+        log.info("abductune: Helion's benchmark worker did not take this search's cache directory: %s: %s",
+                 type(e).__name__, e)
+        return False
+    return got == list(values.values())
+
+
 def shutdown(worker: Any) -> None:
     with contextlib.suppress(Exception):  # an unkillable worker is Helion's to report, not ours
         worker.shutdown()
@@ -100,7 +150,9 @@ class Keeper:
     """Holds at most one idle worker for this process (module docstring). `idle_s`: None
     reads ABDUCTUNE_HELION_WORKER_IDLE_S at each `give`. `stats`: workers spawned by `take`,
     reused, kept by `give`, dropped by `give` (not usable, could not forget, or one already
-    kept), expired (idle too long), released."""
+    kept), expired (idle too long), released, synced (a reused worker given this search's
+    cache directories), unsynced (one that would not take them: shut down, a fresh one
+    spawned)."""
 
     def __init__(self, idle_s: float | None = None):
         self.idle_s = idle_s
@@ -109,15 +161,17 @@ class Keeper:
         self._timer: threading.Timer | None = None
         self._pid = os.getpid()
         self._atexit = False
-        self.stats = {"spawned": 0, "reused": 0, "kept": 0, "dropped": 0, "expired": 0, "released": 0}
+        self.stats = {"spawned": 0, "reused": 0, "kept": 0, "dropped": 0, "expired": 0, "released": 0,
+                      "synced": 0, "unsynced": 0}
 
     def _mine(self) -> bool:
         # a forked child (Helion precompiles in forked processes) must not touch the parent's worker
         return os.getpid() == self._pid
 
-    def take(self, spawn: Callable[[], Any]) -> tuple[Any, bool]:
-        """(worker, reused): the kept worker where one is usable, else `spawn()` (None where
-        that fails)."""
+    def take(self, spawn: Callable[[], Any], sync: Callable[[Any], bool] | None = None) -> tuple[Any, bool]:
+        """(worker, reused): the kept worker where one is usable and takes this process's
+        cache directories (`sync`, default `sync_environ`), else `spawn()` (None where that
+        fails)."""
         with self._lock:
             worker, self._worker = self._worker, None
             if self._timer is not None:
@@ -125,8 +179,11 @@ class Keeper:
                 self._timer = None
         if worker is not None and self._mine():
             if usable(worker):
-                self.stats["reused"] += 1
-                return worker, True
+                if (sync or sync_environ)(worker):
+                    self.stats["synced"] += 1
+                    self.stats["reused"] += 1
+                    return worker, True
+                self.stats["unsynced"] += 1
             shutdown(worker)
         # (in a forked child the parent's worker is left alone: shutting it would end it for the parent)
         worker = spawn()
