@@ -7,6 +7,10 @@
   kernels' modules before it takes jobs; a forked child never uses or kills its parent's workers;
 - a launch settles with the workers first: a finished job is used, a queued one withdrawn, a
   running one waited for; the run-off stops once one contender won every round;
+- a kernel decorated and called at once, its pool's workers slow to start (torch's import made
+  to sleep in them): the caller compiles every config itself, in about its own compile time,
+  and the tune measures and picks what it does with hot workers; configs named while no worker
+  is hot go to the workers once one is;
 - `phases`: where a tune's time went."""
 from __future__ import annotations
 
@@ -216,6 +220,94 @@ def test_a_forked_childs_copy_of_the_pool_is_neither_used_nor_closed(monkeypatch
     mine.close()
 
 
+# ----------------------------------------- a kernel decorated and called at once (issues 27, 24)
+
+_SLOW_START = """
+import sys, time
+
+class SlowTorch:  # a worker slow to start: torch's import sleeps first (the kernel's module is quick)
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            sys.meta_path.remove(self)
+            time.sleep(%r)
+        return None
+
+sys.meta_path.insert(0, SlowTorch())
+"""
+
+_COLD = """
+import json, sys, time
+mode, slow_dir, store = sys.argv[1:4]
+if mode == "slow":
+    sys.path.insert(0, slow_dir)  # the compile workers start with this path: its sitecustomize slows them
+import torch, triton
+from abductune.measure import target
+from abductune.measure.worker import _init_compile_worker
+_init_compile_worker((90, 32))  # this process's launches only compile, for sm_90
+target.gpu_arch = lambda: 90  # as where NVML names an H100: the pool starts at decoration, compiling offline
+import abductune
+from abductune.autotune import compile_workers
+from autotune_kernels import heuristics_rows as hr
+configs = [triton.Config({"BLOCK": b}, num_warps=w) for b in (64, 128, 256, 512) for w in (2, 4)]
+ms = {(c.kwargs["BLOCK"], c.num_warps): 1.0 + i / 10 for i, c in enumerate(configs[::-1])}
+timer = lambda cfg, launch: [ms[(cfg["BLOCK"], cfg["num_warps"])]]
+k = abductune.autotune(configs=configs, key=["n_cols"], store=store, timer=timer,
+                       compile="serial" if mode == "serial" else "auto")(hr.wrapped())
+if mode == "hot":  # the workers hot before the first call (a library imported well before it)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 240:
+        pool = compile_workers.pool_started()
+        if pool is not None and pool.hot(hr.__name__) and pool.settled():
+            break
+        time.sleep(0.05)
+x = torch.randn(4, 300)
+t0 = time.perf_counter()
+k[(4,)](x, torch.empty_like(x), 300)  # the first call: a tune, every launch a compile only
+cold = time.perf_counter() - t0
+[p] = k.phases
+print(json.dumps({"cold_s": cold, "first_launch_s": p["first_launch_s"], "compile": p["compile"],
+                  "winner": k.last_result.winner.config,
+                  "measured": sorted(json.dumps(m.config, sort_keys=True) for m in k.last_result.history)}))
+"""
+
+
+def test_a_kernel_called_while_its_workers_start_compiles_in_the_caller_as_fast_as_serially(tmp_path):
+    """Session 16 on the H100: the pool was 0.5 s old at the first tune; its workers had imported
+    the kernel's module, took the jobs and spent seconds importing torch (and on Triton's first
+    compile) while the caller waited for them: LayerNorm's cold call 3.09x Triton's. A worker now
+    pays those costs before it counts as hot; until one is, the caller compiles everything."""
+    if INTERPRET:
+        pytest.skip("compiles for sm_90: the ordinary run")
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(_SLOW_START % 30.0)  # longer than the whole tune
+    runs = {}
+    for mode in ("serial", "slow", "hot"):
+        env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / f"triton-{mode}"), "ABDUCTUNE_COMPILE_WORKERS": "2",
+               "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)])}
+        env.pop("TRITON_INTERPRET", None)
+        r = subprocess.run([sys.executable, "-c", _COLD, mode, str(slow), str(tmp_path / f"{mode}.sqlite")], env=env,
+                           capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, (mode, r.stderr[-3000:])
+        runs[mode] = json.loads(r.stdout.strip().splitlines()[-1])
+    serial, slow_run, hot = runs["serial"], runs["slow"], runs["hot"]
+    assert serial["compile"]["plan"] == "serial" and slow_run["compile"]["plan"] == hot["compile"]["plan"] == "parallel"
+    c = slow_run["compile"]
+    # no worker was hot during the tune: nothing was sent, nothing waited for, all compiled here
+    assert c["hot"] == 0 and c["sent"] == 0 and c["waited"] == 0 and c["compiled_here"] == 8, c
+    # the first call took the caller's own compile time, give or take the pool's start (a
+    # loaded CPU; the workers' 30 s sleep would show as far more than this margin)
+    assert slow_run["cold_s"] <= 1.5 * serial["cold_s"] + 2.0, (slow_run["cold_s"], serial["cold_s"])
+    # hot workers: they compiled configs, each having paid torch and the first compile before
+    h = hot["compile"]
+    assert h["from_workers"] >= 1 and h["first_prepared_s"] >= h["first_ready_s"] > 0, h
+    assert len(h["prepare_s"]) == 2 and all(t is not None and t >= 0 for pair in h["prepare_s"] for t in pair), h
+    # the same configs measured and the same winner, however the configs were compiled
+    assert serial["measured"] == slow_run["measured"] == hot["measured"] and len(serial["measured"]) == 8
+    assert serial["winner"] == slow_run["winner"] == hot["winner"]
+    assert (serial["winner"]["BLOCK"], serial["winner"]["num_warps"]) == (512, 4)  # the timer's fastest
+
+
 # ------------------------------------------------------------------- settling, the run-off
 
 def test_a_launch_uses_a_finished_job_withdraws_a_queued_one_and_waits_for_a_running_one(monkeypatch):
@@ -253,6 +345,28 @@ def test_a_launch_uses_a_finished_job_withdraws_a_queued_one_and_waits_for_a_run
     w2(cfgs)
     w2(cfgs)
     assert pool2.jobs == [] and len(broken) == 1 and "importing m failed" in broken[0]
+
+
+def test_configs_named_while_no_worker_is_hot_compile_here_until_one_is_then_go_to_the_workers(monkeypatch):
+    pool = FakePool(hot=0)
+    monkeypatch.setattr(compiling, "compile_pool", lambda *module: pool)
+    w = compiling.parallel_warm("m:k", [torch.zeros(2)], {})
+    cfgs = [{"B": b} for b in (1, 2, 3, 4, 5)]
+    w(cfgs)
+    w(cfgs[2:])  # the next batch's hint, the pool still starting
+    assert pool.jobs == [] and w.stats["pool_cold_calls"] == 2
+    assert not w.settle(cfgs[0])  # compiled here: no worker can take it
+    pool._hot = 1  # a worker has paid its one-time costs and imported the module
+    assert not w.settle(cfgs[1])  # this one's launch is now: still compiled here ...
+    # ... and the configs named meanwhile that no launch has compiled go to the workers, in order
+    assert [j["config"] for j in pool.jobs] == cfgs[2:] and w.stats["sent_late"] == 3 and not w.pending
+    pool.futures[0].set_running_or_notify_cancel()
+    pool.futures[0].set_result({"ok": True})
+    assert w.settle(cfgs[2])  # found compiled by a worker
+    w(cfgs)  # a later hint: nothing sent twice, nothing compiled here already sent
+    assert len(pool.jobs) == 3
+    s = w.stats
+    assert (s["sent"], s["from_workers"], s["compiled_here"]) == (3, 1, 2), s
 
 
 def test_while_a_worker_compiles_its_config_this_process_compiles_the_next_queued_ones(monkeypatch):

@@ -11,6 +11,12 @@ GPU's architecture, the workers compile for it without a CUDA context (measure/w
 `TargetOnlyDriver`): no CUDA start-up and no GPU memory per worker. Anything else a library's
 import asks of Triton's driver is answered by the real one.
 
+A worker counts as hot for a module (`CompilePool.hot`) only once it can run its jobs at full
+speed: torch imported (every tensor stand-in needs it) and Triton's once-per-process costs paid
+by a compile of an empty kernel, then the module imported. Before, a fresh worker's first job
+paid them (2-4 s: torch's import, Triton hashing its own library for the cache key), and the
+caller waited for it on a kernel decorated and called at once (heldout_live, session 16).
+
 ABDUCTUNE_COMPILE_POOL: "early" (the default: start at decoration where a GPU is visible),
 "miss" (start at the first key that must be tuned, as before). ABDUCTUNE_COMPILE_WORKERS: how
 many workers (default: one per core but one, at most 8)."""
@@ -184,11 +190,43 @@ def _preload(module: str, root: str | None = None) -> dict[str, Any]:
         return {"ok": False, "error": f"{type(e).__name__}: {e}"[:2000]}
 
 
+def _first_compile() -> None:
+    """Compile a kernel that does nothing, for whatever target the driver names: Triton's
+    once-per-process costs (hashing its own library and sources for the cache key, importing
+    its backends, asking ptxas its version) are paid here rather than by a job."""
+    import triton
+
+    @triton.jit
+    def _abductune_first_compile(n):  # noqa: ANN001 - a Triton kernel's argument
+        pass
+    _abductune_first_compile.run(7, grid=(1,), warmup=True)
+
+
+def _prepare(torch_too: bool) -> dict[str, Any]:
+    """A worker's one-time costs, before it takes any job: torch imported (`torch_too`: the
+    caller has it, so its jobs' stand-ins need it) and the compiler's first use. A failure is
+    reported, not fatal: the jobs then pay or report it themselves."""
+    out: dict[str, Any] = {"ok": True}
+    t0 = time.perf_counter()
+    if torch_too:
+        try:
+            importlib.import_module("torch")
+        except BaseException as e:  # noqa: BLE001 - reported; a job that needs torch fails alike
+            out.update(ok=False, error=f"importing torch: {type(e).__name__}: {e}"[:2000])
+    t1 = time.perf_counter()
+    try:
+        _first_compile()
+    except BaseException as e:  # noqa: BLE001 - reported; a real job meets the same error and says so
+        out.update(ok=False, error=f"the first compile: {type(e).__name__}: {e}"[:2000])
+    out.update(torch_s=round(t1 - t0, 3), compiler_s=round(time.perf_counter() - t1, 3))
+    return out
+
+
 def compile_server() -> None:
     """A compile worker's main loop: "ready" once Triton is imported, then one JSON request per
-    stdin line ({"preload": module} or a compile job) and one JSON answer per line. Started as
-    `python -c` (not multiprocessing, whose spawn would re-run the caller's unguarded script in
-    every worker); anything the compiler prints goes to stderr."""
+    stdin line ({"prepare": true, "torch": bool}, {"preload": module} or a compile job) and one
+    JSON answer per line. Started as `python -c` (not multiprocessing, whose spawn would re-run
+    the caller's unguarded script in every worker); anything the compiler prints goes to stderr."""
     os.environ[POOL_ENV] = "miss"  # kernels decorated with abductune in the modules imported here start no pool
     importlib.import_module("triton")  # the slow part of starting, done before saying ready
     arch = os.environ.pop(_TARGET_ENV, "")
@@ -202,7 +240,9 @@ def compile_server() -> None:
     answer.flush()
     for line in sys.stdin:
         job = json.loads(line)
-        if "preload" in job:
+        if "prepare" in job:
+            out = _prepare(bool(job.get("torch")))
+        elif "preload" in job:
             out = _preload(job["preload"], job.get("root"))
         else:
             try:
@@ -220,11 +260,13 @@ class CompilePool:
     """`workers` compile processes fed from one queue; `submit(job)` returns a Future at once
     (with `.cold`: whether the worker that took it had not imported the job's module yet).
 
+    Each worker first pays its one-time costs (`_prepare`: torch, where this process has it, and
+    Triton's first compile), then imports the modules asked for, then takes jobs.
     `preload(module)`: every worker imports it before taking another job, so jobs go to
     workers that have it (`hot(module)`: how many have). `target`: (arch, warp size) to compile
     for without a CUDA context; "auto" (default) asks NVML or nvidia-smi in the background
     (measure/target.py), None: each worker uses Triton's real driver. `stats`: when it started,
-    when the first worker was ready, what it did."""
+    when the first worker was ready and prepared, what it did."""
 
     def __init__(self, workers: int, target: Any = "auto", modules: tuple[str, ...] = ()):
         import queue
@@ -237,12 +279,13 @@ class CompilePool:
         self.roots: dict[str, str | None] = {m: import_root(m) for m in self.modules}
         self._have: dict[str, int] = {}  # module -> workers that imported it
         self._tried: dict[str, int] = {}  # module -> workers that tried to
-        self._starting = workers  # workers neither ready nor failed to start yet
+        self._starting = workers  # workers neither prepared nor failed to start yet
         self._failed: dict[str, str] = {}  # module -> why its import failed in a worker
         self._lock = threading.Lock()
         self._closed = False
         self.stats: dict[str, Any] = {"workers": workers, "started": time.perf_counter(), "first_ready_s": None,
-                                      "target": None, "jobs": 0, "preloads": {}, "settled_s": None}
+                                      "target": None, "jobs": 0, "preloads": {}, "settled_s": None,
+                                      "first_prepared_s": None, "prepare_s": [], "prepare_error": None}
         threading.Thread(target=self._start_all, args=(workers, target), name="abductune-compile-start",
                          daemon=True).start()
 
@@ -296,12 +339,22 @@ class CompilePool:
                 self._starting -= 1
             return
         with self._lock:
-            self._starting -= 1
             self.ready += 1
             if self.stats["first_ready_s"] is None:
                 self.stats["first_ready_s"] = round(time.perf_counter() - self.stats["started"], 3)
         have: set[str] = set()
         try:
+            try:  # before any module or job: a hot worker runs its first job as fast as its later ones
+                prep = self._ask(proc, {"prepare": True, "torch": "torch" in sys.modules})
+            finally:
+                with self._lock:
+                    self._starting -= 1
+            with self._lock:
+                self.stats["prepare_s"].append([prep.get("torch_s"), prep.get("compiler_s")])
+                if self.stats["first_prepared_s"] is None:
+                    self.stats["first_prepared_s"] = round(time.perf_counter() - self.stats["started"], 3)
+                if not prep.get("ok") and self.stats["prepare_error"] is None:
+                    self.stats["prepare_error"] = prep.get("error")
             while True:
                 todo = [m for m in list(self.modules) if m not in have]
                 if todo:  # imports first: a job then finds its module imported

@@ -169,13 +169,16 @@ class Warmer:
     compile-only launch), so where the workers are fewer than the configs ahead it is one more
     compiler rather than an idle one.
 
-    Configs go to workers only once one has imported the kernel's module (`CompilePool.hot`):
-    before that (the pool still starting) each config compiles here, so a pool that is late never
-    makes the first call slower than compiling serially. A job that fails for its config (a
-    compile error) is that config's: its launch here fails alike. A job that fails otherwise, or
-    the module's import failing in the workers, means the workers cannot compile this kernel: it
-    is reported once (a warning naming the error), no further config is sent, `on_broken(why)`
-    is told, and every config compiles in this process at its launch. `stats`: what happened."""
+    Configs go to workers only once one is hot for the kernel's module (`CompilePool.hot`: it has
+    paid its one-time costs and imported the module): before that (the pool still starting, as
+    for a kernel decorated and called at once) each config compiles here, so a pool that is late
+    never makes the first call slower than compiling serially; the configs named meanwhile and
+    not launched yet are sent as soon as a launch finds a worker hot. A job that fails for its
+    config (a compile error) is that config's: its launch here fails alike. A job that fails
+    otherwise, or the module's import failing in the workers, means the workers cannot compile
+    this kernel: it is reported once (a warning naming the error), no further config is sent,
+    `on_broken(why)` is told, and every config compiles in this process at its launch. `stats`:
+    what happened."""
 
     def __init__(self, target: str, args: Sequence[Any], kwargs: Mapping[str, Any], under: Any = None,
                  on_broken: Callable[[str], None] | None = None,
@@ -189,9 +192,10 @@ class Warmer:
         self.jobs: dict[str, Any] = {}
         self.configs: dict[str, Config] = {}
         self._settled: set[str] = set()
+        self.pending: dict[str, Config] = {}  # named while no worker was hot, not launched yet
         self.stats: dict[str, Any] = {"sent": 0, "from_workers": 0, "waited": 0, "waited_s": 0.0, "withdrawn": 0,
                                       "compiled_here": 0, "helped": 0, "worker_failed": 0, "pool_cold_calls": 0,
-                                      "worker_misses": 0}
+                                      "sent_late": 0, "worker_misses": 0}
         compile_pool(self.module)  # starts it (if the decoration did not) and has its workers import the module
 
     def _job(self, c: Config) -> dict[str, Any] | None:
@@ -214,14 +218,21 @@ class Warmer:
             why = pool.failed(self.module)
             if why:
                 self._broken(f"importing {self.module} failed in the compile workers: {why}")
-            else:
-                self.stats["pool_cold_calls"] += 1  # still starting: this config compiles here
+            else:  # still starting: these compile here, unless a worker is hot before their launch
+                self.stats["pool_cold_calls"] += 1
+                for c in configs:
+                    self.pending.setdefault(config_key(c), dict(c))
             return
+        self._send(pool, configs)
+
+    def _send(self, pool: Any, configs: Sequence[Config]) -> int:
+        sent = self.stats["sent"]
         for c in configs:
             k = config_key(c)
             if self.broken:
-                return
-            if k in self.jobs:
+                break
+            self.pending.pop(k, None)
+            if k in self.jobs or k in self._settled:  # sent already, or compiled here already
                 continue
             job = self._job(c)
             if job is None:
@@ -231,6 +242,7 @@ class Warmer:
             self.jobs[k], self.configs[k] = f, dict(c)
             self.stats["sent"] += 1
             f.add_done_callback(self._done)
+        return self.stats["sent"] - sent
 
     def first_launch(self, c: Config, launch: Callable[[], Any]) -> Any:
         """A config's first launch here, after settling with the workers; where a worker said it
@@ -269,6 +281,11 @@ class Warmer:
         if k in self._settled:  # a later launch of it (the run-off) finds it compiled by now
             return False
         self._settled.add(k)
+        self.pending.pop(k, None)
+        if self.pending and not self.broken:  # named while the pool was starting: sent once a worker is hot
+            pool = compile_pool(self.module)
+            if pool.hot(self.module):
+                self.stats["sent_late"] += self._send(pool, list(self.pending.values()))
         f = self.jobs.get(k)
         if f is None or self.broken:
             self.stats["compiled_here"] += 1

@@ -21,7 +21,9 @@ def tune_phases(result: Any, marks: Mapping[str, float], warm: Any, plan: tuple[
     - store_s: the Session's reads and writes (claims excluded: they count in search_other_s);
     - session_other_s: the rest of the Session (strategy, claims, theory evidence, journal);
     - after_session_s: choosing what to launch, the record, the report.
-    `compile`: the plan, and the workers' part (compiling.Warmer.stats, the pool's start)."""
+    `compile`: the plan, and the workers' part (compiling.Warmer.stats; the pool's start: its age at
+    this tune, when its first worker was ready and when one had paid its one-time costs, each
+    worker's [torch import, first compile] seconds)."""
     rows = [m for m in result.history if "impl" not in m.config]
     first = sum(m.compile_s or 0.0 for m in rows)
     bench = sum(m.bench_s or 0.0 for m in rows)
@@ -44,6 +46,7 @@ def tune_phases(result: Any, marks: Mapping[str, float], warm: Any, plan: tuple[
         if pool is not None:
             s = pool.stats
             out["compile"].update(pool_age_s=marks["start"] - s["started"], first_ready_s=s["first_ready_s"],
+                                  first_prepared_s=s.get("first_prepared_s"), prepare_s=s.get("prepare_s"),
                                   workers=s["workers"], ready=pool.ready, hot=pool.hot(warm.module),
                                   offline_target=s["target"], preload_s=s["preloads"].get(warm.module))
     return {k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}
