@@ -106,9 +106,13 @@ def test_a_rule_whose_tile_has_no_counterpart_is_passed_over_for_the_default():
     assert gaps.space_gap(p, sp) is None  # its tiles cover its dims: the class gap does not fire
     theory = predictions(p, sp)
     assert theory and all(gaps.rule_gap(q.rule, p, sp) is not None for q in theory if q.rule is not None)
-    got = predict(p, sp)
+    # the theory's alone (session 16's fixed order): the rule is passed over, the default serves
+    got = predict(p, sp, ranker=False)
     assert isinstance(got, DefaultPrediction) and got.config == sp.default()
     assert "tile:X" in got.describe() and "covers no dim of this problem" in got.describe()
+    # served: no learned source beat the elementwise kernels' own defaults (theory/store/choice.py)
+    served = predict(p, sp)
+    assert isinstance(served, DefaultPrediction) and served.config == sp.default()
 
 
 @pytest.mark.parametrize("kernel", ["zoo_mm_tutorial_bf16", "zoo_moe_gemm_bf16", "zoo_attn_fwd_bf16",

@@ -279,13 +279,15 @@ def test_predict_serves_the_ranker_for_a_matmul_and_names_it(splitk):
     rows = _zoo("zoo_rmsnorm_bf16", "rows3000_cols14336")  # a class where the theory won: it stays
     q = predict(rows.problem, rows.space(), exclude=Holdout(rows.problem, "kernel"))
     assert q is not None and q.source == "theory"
-    # no rule for attention: the ranker answers from its attention model, but not from the pooled
-    # one a kernel holdout leaves (both zoo attention kernels share a source)
+    # no rule for attention, and the ranker did not beat the attention kernels' own defaults on
+    # the other attention kernels (theory/store/choice.py): the default serves, saying why; a
+    # kernel holdout leaves no other attention kernel (both share a source) to judge it on
     att = _zoo("zoo_attn_fwd_bf16", "batch8_heads16_seq512_head_dim64")
     a = predict(att.problem, att.space())
-    assert a is not None and a.source == "ranker" and "attention model" in a.describe()
-    assert "no theory rule or next source" in a.describe()
-    assert predict(att.problem, att.space(), exclude=Holdout(att.problem, "kernel")) is None
+    assert a is not None and a.source == "default" and a.config == att.space().default()
+    assert "did not beat the kernels' own defaults" in a.describe() and "attention kernels" in a.describe()
+    b = predict(att.problem, att.space(), exclude=Holdout(att.problem, "kernel"))
+    assert b is not None and b.source == "default" and "no other attention kernel is left" in b.describe()
 
 
 def test_cli_predict_says_which_source_answered():
@@ -381,3 +383,55 @@ def test_the_decorators_ranker_bets_are_valid_configs_of_a_users_list(monkeypatc
     assert [s for _, s in got] == [f"ranker:ranker#{i}" for i in range(1, 5)]
     assert all(space.is_valid(c) and trouble(p, space, c) is None for c, _ in got)
     assert len({space.key(c) for c, _ in got}) == 4
+
+
+def test_a_space_without_a_tile_its_class_is_sized_by_is_neither_ranked_nor_learned_from():
+    """A matmul whose M tile the kernel fixes inside (Liger's fused MoE GEMMs): the features
+    would read its N tile as the whole output tile, so the ranker neither ranks nor learns it."""
+    from abductune.heuristics import ranker_shipped as rs
+    from abductune.heuristics.features import usable
+
+    p = Problem("no_m_fp16", "matmul", {"M": 4096, "N": 2048, "K": 1408}, FP16, flops=2.0 * 4096 * 2048 * 1408,
+                min_bytes=2.0 * (4096 * 1408 + 1408 * 2048 + 4096 * 2048), hardware=H100)
+    sp = Space([Pow2("BLOCK_N", 32, 256, default=64), Pow2("BLOCK_K", 16, 128, default=32),
+                Choice("num_warps", [4, 8], default=4), Choice("num_stages", [2, 3], default=2)])
+    why = usable(p, sp)
+    assert why is not None and "covers M" in why
+    with pytest.raises(AbductuneError, match="covers M"):
+        rs.rank(p, sp)
+    cfgs = list(sp.valid_configs())
+    obs = Observation("s", p, sp, {sp.key(c): 1.0 + i for i, c in enumerate(cfgs)})
+    assert shape_data(obs) is None
+    # nor did the shipped file learn from such a kernel of the zoo
+    from abductune.theory.store import gaps
+
+    with_gap = {o.kernel for o in observations_from_datasets(list(zoo_datasets()))
+                if gaps.space_gap(o.problem, o.space) is not None}
+    assert not with_gap & set(rs.load().kernels)
+
+
+def test_ties_go_to_the_kernels_default_for_what_the_features_cannot_see():
+    """EVICT has no role, so no feature reads it: configs differing only there tie exactly, and
+    the one with the space's default value comes first (the author's choice), whatever the order
+    the space lists them in."""
+    from abductune.heuristics import ranker_shipped as rs
+
+    p = Problem("tie_fp16", "matmul", {"M": 2048, "N": 2048, "K": 2048}, FP16, flops=2.0 * 2048 ** 3,
+                min_bytes=2.0 * 3 * 2048 ** 2, hardware=H100)
+    for default in (0, 2):
+        sp = Space([Pow2("BLOCK_M", 64, 128, default=128), Pow2("BLOCK_N", 64, 128, default=128),
+                    Pow2("BLOCK_K", 32, 64, default=64), Choice("num_warps", [4, 8], default=4),
+                    Choice("num_stages", [2, 3], default=3), Choice("EVICT", [0, 1, 2], default=default)])
+        assert sp.by_role("tile:M") is not None and sp["EVICT"].role in (None, "")
+        ranked = rs.load().ranker.rank(p, sp)
+        assert ranked[0]["EVICT"] == default
+        # every group of configs alike but for EVICT is ranked together, its default first
+        firsts = {}
+        for c in ranked:
+            firsts.setdefault(tuple((k, v) for k, v in sorted(c.items()) if k != "EVICT"), c["EVICT"])
+        assert set(firsts.values()) == {default}
+    from abductune.heuristics.ranker import off_default, tie_order
+
+    assert off_default({"a": 1, "b": 2}, {"a": 1, "b": 3}) == 1 and off_default({"a": 1}, None) == 0
+    assert list(tie_order(np.array([0.5, 0.1, 0.1]), np.array([0.0, 2.0, 1.0]))) == [2, 1, 0]
+    assert list(tie_order(np.array([0.5, 0.1, 0.1]), None)) == [1, 2, 0]

@@ -118,7 +118,10 @@ def feature_matrix(problem: Problem, space: Space, configs: Sequence[Mapping[str
 def usable(problem: Problem, space: Space) -> str | None:
     """Why the features cannot describe this problem's configs, or None when they can: the
     hardware must be known (SMs), the space must launch Triton-style programs (a warps role:
-    in a CUDA kernel's space a "block size" counts threads, not data) and tile a dim."""
+    in a CUDA kernel's space a "block size" counts threads, not data), tile a dim, and tune
+    every tile its class is sized by (`theory.store.gaps.space_gap`: with a tile fixed inside
+    the kernel, reuse, programs and shared memory would be read off the wrong tile, so such a
+    space is neither ranked nor learned from)."""
     hw = problem.hardware
     if hw is None or not hw.sms:
         return "hardware unknown (no SM count)"
@@ -128,4 +131,6 @@ def usable(problem: Problem, space: Space) -> str | None:
 
     if not tiled_dims(problem, space):
         return "no tile role covers a problem dim"
-    return None
+    from ..theory.store.gaps import space_gap  # lazily: the theory store imports the heuristics
+
+    return space_gap(problem, space)

@@ -94,10 +94,40 @@ class Shape:
     # `rank` chooses among): how `choose_constants` scores a fit; None where not kept
     logr: np.ndarray | None = None
     ok: np.ndarray | None = None
+    # per config, how many parameters differ from the kernel's default: what breaks a tie
+    # between configs the features cannot tell apart (`tie_order`), as `Ranker.rank` breaks it
+    off_default: np.ndarray | None = None
 
     def targets(self, clip: float) -> np.ndarray:
         """The log slowdowns clipped at `clip` (from `y`, clipped at CLIP, without `logr`)."""
         return np.minimum(self.logr if self.logr is not None else self.y, clip)
+
+
+def kernel_default(space: Space) -> Config | None:
+    """The space's default where a parameter declares one (a decorator's first config, a
+    recorded kernel's default), else None."""
+    if not any(p.default is not None for p in space.params):
+        return None
+    try:
+        return space.default()
+    except AbductuneError:
+        return None
+
+
+def off_default(config: Mapping[str, Any], prefer: Mapping[str, Any] | None) -> int:
+    """How many of `config`'s parameters differ from `prefer` (0 without one)."""
+    return 0 if prefer is None else sum(1 for k, v in config.items() if prefer.get(k) != v)
+
+
+def tie_order(scores: np.ndarray, off: np.ndarray | None) -> np.ndarray:
+    """Indices best first: by score (rounded, so float noise from a refit cannot reorder
+    configs the features tell apart by nothing), then, among configs that tie, those nearer
+    the kernel's default first (the author's choice for what the model cannot see: a
+    parameter whose role no training kernel varied gets weight 0), then the given order."""
+    keys = np.round(scores, 9)
+    if off is None:
+        return np.argsort(keys, kind="stable")
+    return np.lexsort((np.arange(len(keys)), off, keys))
 
 
 def _where(problem: Problem) -> np.ndarray:
@@ -122,8 +152,10 @@ def shape_data(obs: Any, cache: dict | None = None) -> Shape | None:
     logr = np.array([math.log(obs.times[k] / opt) if math.isfinite(obs.times[k]) else math.inf for k in keys])
     p = obs.problem
     ok = np.array([trouble(p, obs.space, c) is None for c in cfgs])
+    prefer = obs.default if obs.default is not None else kernel_default(obs.space)
     got = Shape(obs.name, obs.kernel, family(p, obs.space), X, np.minimum(logr, CLIP), _where(p), key=p.key(),
-                dims=dict(p.dims), source_hash=p.source_hash, logr=logr, ok=ok)
+                dims=dict(p.dims), source_hash=p.source_hash, logr=logr, ok=ok,
+                off_default=np.array([off_default(c, prefer) for c in cfgs], dtype=float))
     if cache is not None:
         cache[key] = got
     return got
@@ -275,7 +307,8 @@ def _top1_ratio(model: Model, s: Shape) -> float:
     idx = np.where(ok)[0]
     if not len(idx):
         return 1.0
-    pick = idx[int(np.argmin(np.round(model.scores(s.X[idx], s.where), 9)))]
+    pick = idx[int(tie_order(model.scores(s.X[idx], s.where),
+                             s.off_default[idx] if s.off_default is not None else None)[0])]
     finite = logr[np.isfinite(logr)]
     return float(math.exp(logr[pick] if math.isfinite(logr[pick]) else finite.max()))
 
@@ -394,7 +427,8 @@ class Ranker:
     def rank(self, problem: Problem, space: Space, configs: Sequence[Mapping[str, Any]] | None = None,
              hardware: HardwareInfo | None = None) -> list[Config]:
         """`configs` (default: every valid config of `space`) best first, leaving out those the
-        resource model rejects; ties keep the given order."""
+        resource model rejects; ties go to the configs nearer the space's default
+        (`tie_order`), then keep the given order."""
         p = problem if hardware is None else dataclasses.replace(problem, hardware=hardware)
         why = usable(p, space)
         if why is not None:
@@ -405,9 +439,9 @@ class Ranker:
             return []
         _, model = self.model_for(p, space)
         s = model.scores(feature_matrix(p, space, cands), _where(p))
-        # configs the features cannot tell apart tie exactly; rounding keeps float noise (a refit
-        # from saved statistics) from reordering them
-        return [cands[i] for i in np.argsort(np.round(s, 9), kind="stable")]
+        prefer = kernel_default(space)
+        off = np.array([off_default(c, prefer) for c in cands], dtype=float) if prefer is not None else None
+        return [cands[i] for i in tie_order(s, off)]
 
     def to_dict(self) -> dict[str, Any]:
         """The weights per family (linear), for reading and for the benchmark's record."""

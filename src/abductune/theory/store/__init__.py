@@ -42,8 +42,11 @@ Where each part lives: `rules` (the records: a role's form, a rule, a prediction
 `instantiate` (forms to a config on a space, and a measured config to forms), `learn` (rules
 from observations), `scope` (the facts a rule was confirmed under, and the judgment of a new
 kernel against them), `book` (the `TheoryBook`: lookup order, predictions, the JSON file and the
-packaged book) and `predict` (the packaged book's predictions, leaving out a replay's own
-problem, and the next source where every rule is declined).
+packaged book), `predict` (the packaged book's predictions, leaving out a replay's own
+problem, and the next source where every rule is declined; the zero-shot answer), `gaps`
+(where a learned source would extrapolate on a space) and `choice` / `choice_build` (whether
+the learned sources or the kernel's own default is served per class, by nested
+leave-one-kernel-out evidence, theory/data/sources.json).
 """
 from .book import (DATA_DIR, FORMAT, UNREAD_WEIGHT, UNSEEN_KERNEL_FACTOR, VERSION, TheoryBook, confirmed_kernels,
                    packaged_book)

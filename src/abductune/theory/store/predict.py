@@ -1,11 +1,12 @@
-"""Zero-shot predictions: the packaged book's rules (re-learned without a replay's own problem), or the shipped ranker's pick.
+"""Zero-shot predictions: the packaged book's rules, the shipped ranker's pick, or the kernel's own default.
 
-`predict` serves the ranker learned across kernels (`heuristics.ranker_shipped`) for the
-classes where its top-1 beat the theory leave-one-kernel-out (`RANKER_CLASSES`, from
-benchmarks/bench_ranker.py's table), the theory elsewhere, and the ranker again where no rule
-and no next source has anything; `predictions` stays the theory's (what tune seeds from).
-Where those would extrapolate on the kernel's space (`gaps`: a tile they size that it does
-not tune), the kernel's own default is served instead, saying why."""
+`predict` serves the class's learned sources in turn (the ranker learned across kernels,
+`heuristics.ranker_shipped`, first for `RANKER_CLASSES`, where its top-1 beat the theory
+leave-one-kernel-out; the theory first elsewhere) where they beat the kernels' own defaults on
+the other kernels of the class by nested leave-one-kernel-out evidence (`choice`), and the
+kernel's own default otherwise, saying why; `predictions` stays the theory's (what tune seeds
+from). Where the learned sources would extrapolate on the kernel's space (`gaps`: a tile they
+size that it does not tune), the kernel's own default is served instead, saying why."""
 from __future__ import annotations
 
 import dataclasses
@@ -69,6 +70,17 @@ class DefaultPrediction(Prediction):
                 "extrapolate on this space: " + "; ".join(self.reasons))
 
 
+@dataclasses.dataclass(frozen=True)
+class UntrustedPrediction(DefaultPrediction):
+    """The kernel's own default served where no learned source has earned trust on the
+    kernel's class (`choice`: none beat the kernels' own defaults leave-one-kernel-out), or
+    where those trusted had no answer: a legitimate answer, not a failure."""
+
+    def describe(self) -> str:
+        return ("the kernel's own default config (confidence 0): no learned source is trusted for this kernel "
+                "class; " + "; ".join(self.reasons))
+
+
 def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
             exclude: "Problem | Holdout | None" = None, ranker: bool = True,
             default: Config | None = None) -> Prediction | None:
@@ -77,7 +89,8 @@ def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
     from the bundled data when that is where they came from, and the ranker is refitted without
     it, so no prediction is scored with its own answer. `ranker=False`: the theory's alone.
     `default`: the kernel's own config (a decorator's first, a dataset's recorded default),
-    served where the learned sources would extrapolate on the space (`zero_shot`)."""
+    served where the learned sources would extrapolate on the space or have not earned trust
+    on its class (`zero_shot`)."""
     got = zero_shot(problem, space, book=book, exclude=exclude, ranker=ranker, default=default)
     return got[0] if got else None
 
@@ -85,23 +98,62 @@ def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
 def zero_shot(problem: Problem, space: Space, *, book: TheoryBook | None = None,
               exclude: "Problem | Holdout | None" = None, ranker: bool = True,
               default: Config | None = None) -> list[Prediction]:
-    """What `predict` chooses from, best first (a compile check takes the first that passes):
-    for `RANKER_CLASSES` the ranker's first `FALLBACK_SEEDS` configs, then the theory's
-    `predictions`; for other classes those, and where they are empty the ranker's. The ranker
-    is left out quietly where it cannot rank (a space its features cannot read, no hardware)
-    or has no model of the problem's family (only the pooled one).
+    """What `predict` chooses from, best first (a compile check takes the first that passes).
+
+    The learned sources in the class's order (`chain`: for `RANKER_CLASSES` the ranker's first
+    `FALLBACK_SEEDS` configs, then the theory's `predictions`; for other classes the theory's,
+    then the ranker's), each source tried in turn until one answers, are served only where
+    they beat the kernels' own defaults on the other kernels of the class by nested
+    leave-one-kernel-out evidence (`choice`: each judged without the kernel scored here, and
+    without the kernel judged). Where they did not, or where the holdout leaves no other
+    kernel of the class to judge them on, or where none answers, the kernel's own default is
+    served (`default`, else the space's declared default: a decorator's first config) with
+    the reason; with no default to serve, the learned answers after all. A class the evidence
+    does not know, and `ranker=False` (the theory's alone), keep session 16's `fixed_order`.
 
     Never an extrapolation on the space (`gaps`): where the space lacks a tile the class's
     learned sources all size (`gaps.space_gap`), nothing learned is served; a theory rule that
-    sizes a tile this space does not tune (`gaps.rule_gap`) is passed over, and where that
-    leaves nothing, the kernel's own default is served (`default`, else the space's declared
-    default: a decorator's first config; none declared: no answer) with the reason."""
+    sizes a tile this space does not tune (`gaps.rule_gap`) is passed over."""
+    from . import choice
+
     c = classify(problem, space)
-    cls = c.kernel_class
     gap = gaps.space_gap(problem, space, c)
     if gap is not None:
         return _kernel_default(problem, space, default, (gap,))
-    lead = _ranked(problem, space, exclude, cls) if ranker and cls in RANKER_CLASSES else []
+    picked = choice.order_for(c.kernel_class, holdouts(exclude), chain(c.kernel_class)) if ranker else None
+    if picked is None:
+        return fixed_order(problem, space, c, book=book, exclude=exclude, ranker=ranker, default=default)
+    out: list[Prediction] = []
+    passed: list[str] = []
+    for src in picked.sources:  # the first that answers serves; the rest stay for a compile check
+        got, why = source_answers(src, problem, space, c, book=book, exclude=exclude, said=picked.said())
+        out += got
+        passed += why
+    if out:
+        return out
+    served = _kernel_default(problem, space, default, (*dict.fromkeys(passed), picked.note()), trusted=False)
+    # no default to serve: rather the learned answers than nothing
+    return served or fixed_order(problem, space, c, book=book, exclude=exclude, ranker=ranker, default=default)
+
+
+def chain(kernel_class: str) -> tuple[str, ...]:
+    """The learned sources `zero_shot` tries for a class, in turn (module docstring)."""
+    return ("ranker", "theory") if kernel_class in RANKER_CLASSES else ("theory", "ranker")
+
+
+def source_answers(source: str, problem: Problem, space: Space, c: Classification, *,
+                   book: TheoryBook | None = None, exclude: Any = None,
+                   said: tuple[str, ...] = ()) -> tuple[list[Prediction], list[str]]:
+    """One learned source's zero-shot answers, best first, and the rules it passed over as
+    extrapolating on the space (`gaps.rule_gap`): "ranker" (its first `FALLBACK_SEEDS`,
+    refitted without `exclude`; the model pooled over families too, where the holdout took
+    the problem's: the evidence judges it like any answer), "theory" (`predictions`, less
+    rules with a gap). `exclude`: as `predictions` takes it (one holdout or several). `said`:
+    why this source is served (the choice's record). Nothing where it has no answer."""
+    if source == "ranker":
+        return _ranked(problem, space, exclude, c.kernel_class, said=said, pooled=True), []
+    if source != "theory":
+        raise AbductuneError(f"unknown zero-shot source {source!r}: ranker or theory")
     theory, passed = [], []
     for p in predictions(problem, space, book=book, exclude=exclude):
         why = gaps.rule_gap(p.rule, problem, space, c) if p.source in ("theory", "declined") and p.rule else None
@@ -109,11 +161,25 @@ def zero_shot(problem: Problem, space: Space, *, book: TheoryBook | None = None,
     passed = list(dict.fromkeys(passed))
     if passed:
         theory = [dataclasses.replace(p, declined=tuple(dict.fromkeys((*p.declined, *passed)))) for p in theory]
+    return theory, passed
+
+
+def fixed_order(problem: Problem, space: Space, c: Classification, *, book: TheoryBook | None = None,
+                exclude: Any = None, ranker: bool = True, default: Config | None = None) -> list[Prediction]:
+    """Session 16's order, for classes the evidence does not know and for `ranker=False`: for
+    `RANKER_CLASSES` the ranker's first `FALLBACK_SEEDS` configs, then the theory's; for other
+    classes the theory's, and where it is empty the ranker's (never the pooled model alone,
+    `POOLED_NOT_SERVED`); where every rule was passed over, the kernel's own default."""
+    cls = c.kernel_class
+    said = (f"chosen over the theory for {cls}, where it won leave-one-kernel-out",)
+    lead = _ranked(problem, space, exclude, cls, said=said) if ranker and cls in RANKER_CLASSES else []
+    theory, passed = source_answers("theory", problem, space, c, book=book, exclude=exclude)
     if lead or theory:
         return lead + theory
     if passed:
         return _kernel_default(problem, space, default, tuple(passed))
-    return _ranked(problem, space, exclude, cls) if ranker else []
+    said = ("no theory rule or next source has a config for this problem",)
+    return _ranked(problem, space, exclude, cls, said=said) if ranker else []
 
 
 def declared_default(space: Space) -> Config | None:
@@ -128,15 +194,17 @@ def declared_default(space: Space) -> Config | None:
 
 
 def _kernel_default(problem: Problem, space: Space, default: Config | None,
-                    why: tuple[str, ...]) -> list[Prediction]:
+                    why: tuple[str, ...], trusted: bool = True) -> list[Prediction]:
     cfg = dict(default) if default is not None and space.is_valid(default) else declared_default(space)
     if cfg is None:
         log.info("no prediction for %s: %s; no default config to serve instead", problem.kernel, "; ".join(why))
         return []
-    return [DefaultPrediction(cfg, None, "-", 0.0, False, why, source="default")]  # type: ignore[arg-type]
+    cls = DefaultPrediction if trusted else UntrustedPrediction
+    return [cls(cfg, None, "-", 0.0, False, why, source="default")]  # type: ignore[arg-type]
 
 
-def _ranked(problem: Problem, space: Space, exclude: "Problem | Holdout | None", cls: str) -> list[Prediction]:
+def _ranked(problem: Problem, space: Space, exclude: Any, cls: str, *, said: tuple[str, ...] = (),
+            pooled: bool = False) -> list[Prediction]:
     from ...heuristics.ranker_shipped import rank, why_not
 
     if why_not(problem, space) is not None:
@@ -149,7 +217,7 @@ def _ranked(problem: Problem, space: Space, exclude: "Problem | Holdout | None",
     except Exception as e:  # noqa: BLE001 - a feature bug must not stop a prediction
         log.warning("ranker prediction for %s failed: %s: %s", problem.kernel, type(e).__name__, e)
         return []
-    if got.family == "all":
+    if got.family == "all" and not pooled:
         # only the model pooled over other families is left (the holdout took every kernel of
         # this one): it orders seeds a search then measures, but is not served alone. Measured
         # on the zoo's attention kernels, the one family it is left for (session 16,
@@ -158,8 +226,6 @@ def _ranked(problem: Problem, space: Space, exclude: "Problem | Holdout | None",
         log.info("no ranker prediction for %s: no kernel of its family left to learn from (%s)", problem.kernel,
                  POOLED_NOT_SERVED)
         return []
-    said = (f"chosen over the theory for {cls}, where it won leave-one-kernel-out",) if cls in RANKER_CLASSES \
-        else ("no theory rule or next source has a config for this problem",)
     return [RankedPrediction(dict(c), None, "-", 0.0, False, said, source="ranker",  # type: ignore[arg-type]
                              why=got.why(i)) for i, c in enumerate(got.configs[:FALLBACK_SEEDS])]
 
@@ -172,17 +238,28 @@ def predictions(problem: Problem, space: Space, *, book: TheoryBook | None = Non
     tune would seed from (the observed database, then the heuristics), as predictions that
     say which rules were declined and why, rather than a rule extrapolated past its reason."""
     book = book if book is not None else packaged_book()
-    hold = as_holdout(exclude)
-    if hold is not None and any(r.learned_from_problem(hold) for _, r in book.candidates(problem, space)):
-        held = book.held_out.get(shape_id(hold.problem)) if hold.level == "shape" else None
-        book = held if held is not None else _relearned(hold, classify(problem, space))
+    holds = holdouts(exclude)
+    hold = holds[0] if len(holds) == 1 else None
+    if holds and any(r.learned_from_problem(h) for _, r in book.candidates(problem, space) for h in holds):
+        held = book.held_out.get(shape_id(hold.problem)) if hold is not None and hold.level == "shape" else None
+        book = held if held is not None else _relearned(holds, classify(problem, space))
     got, declined = book.judged(problem, space, exclude=hold)
     if got or not declined or not fallback:
         return got
-    return _next_source(problem, space, hold, declined)
+    return _next_source(problem, space, holds, declined)
 
 
-def _next_source(problem: Problem, space: Space, hold: "Holdout | None",
+def holdouts(exclude: Any) -> tuple[Holdout, ...]:
+    """The holdouts `exclude` names: a Problem (its shape), a Holdout, or several (nested
+    leave-one-kernel-out scores a kernel without two: the one a choice is made for and the one
+    it is judged on, `choice_build`)."""
+    if exclude is None:
+        return ()
+    items = [exclude] if isinstance(exclude, (Problem, Holdout)) else list(exclude)
+    return tuple(h for h in (as_holdout(x) for x in items) if h is not None)
+
+
+def _next_source(problem: Problem, space: Space, hold: "tuple[Holdout, ...]",
                  declined: list[tuple[TheoryRule, str, Prediction]]) -> list[Prediction]:
     """The next source's first seed, then the first declined rule's config (at most
     `FALLBACK_SEEDS` in all), each carrying the declined rules. The zero-shot answer is the
@@ -196,7 +273,7 @@ def _next_source(problem: Problem, space: Space, hold: "Holdout | None",
     out: list[Prediction] = []
     try:
         # the ranker answers separately (`zero_shot`): here the sources that seeded before it
-        rep = seed_configs(problem, space, problem.hardware, exclude=hold, ranker=False)
+        rep = seed_configs(problem, space, problem.hardware, exclude=list(hold) or None, ranker=False)
         first = next((f for f in rep.fired if f.get("status") == "seed" and not f.get("duplicate_of")
                       and f.get("config") is not None), None)
     except Exception as e:  # noqa: BLE001 - a fallback must never stop a prediction
@@ -217,10 +294,12 @@ def _next_source(problem: Problem, space: Space, hold: "Holdout | None",
 _RELEARNED: dict[tuple, "TheoryBook"] = {}
 
 
-def _relearned(hold: Holdout, cls: Classification) -> "TheoryBook":
-    """The bundled data's rules learned without what `hold` covers (cached per holdout)."""
-    k = (hold.level, hold.problem.kernel, tuple(sorted(hold.problem.dims.items())) if hold.level == "shape" else (),
-         cls.kernel_class)
+def _relearned(holds: "tuple[Holdout, ...]", cls: Classification) -> "TheoryBook":
+    """The bundled data's rules learned without what `holds` cover (cached per holdouts)."""
+    k = (tuple((h.level, h.problem.kernel, h.problem.source_hash,
+                tuple(sorted(h.problem.dims.items())) if h.level == "shape" else ()) for h in holds), cls.kernel_class)
     if k not in _RELEARNED:
-        _RELEARNED[k] = learn(bundled_observations(), exclude=hold, only=cls)
+        obs = [o for o in bundled_observations() if not any(
+            h.covers(o.problem.kernel, o.problem.dims, o.problem.key(), o.problem.source_hash) for h in holds[1:])]
+        _RELEARNED[k] = learn(obs, exclude=holds[0], only=cls)
     return _RELEARNED[k]

@@ -1,0 +1,148 @@
+"""Whether `predict` serves its learned sources or the kernel's own default, per class, by nested evidence.
+
+    python -m abductune.theory.store.choice_build      # regenerate theory/data/sources.json (minutes)
+
+A learned source earns its place in `predict` by what it did on kernels it had never seen,
+not by the class it was built for. The file holds, for every recorded kernel of the zoo and
+the bundled data (scored kernel K'), each learned source's answer on each of its shapes as
+the recorded time over the shape's optimum (the ranker's first pick; the theory's: rules, then
+the next source where every rule is declined), and the kernel's own default's. Each answer is
+learned without K' ("all"), and again without K' and each other kernel K of its class
+("without"), so a choice made for K never rests on K's data: the ranker and the theory are
+refitted without both (the ranker with the hand-set clip and ridge,
+`ranker_shipped.refit_constants`, as no holdout group holds both kernels).
+
+`order_for(kernel class, holdouts, chain)` compares two answers on the class's other kernels:
+the chain (`predict`'s order of learned sources for the class: each tried in turn until one
+answers, then the default) and the kernel's own default alone, by the mean over those kernels
+of the mean log slowdown of what each serves on the kernel's shapes (every kernel counts
+once). The chain is served only where it beat the default; a tie goes to the default; where
+the holdout leaves no other kernel of the class, nothing has earned trust and the default is
+served, saying so. No margin, weight or threshold was fitted. A class the file does not know
+keeps the chain unjudged.
+
+Why two candidates and not every order of the sources (NVIDIA's model among them): on the 16
+older zoo kernels, choosing the best of all 16 orders of ranker, theory and NVIDIA's model by
+the same nested evidence moved matmul from 1.203 to 1.366 (it switched split-K to the theory,
+9.8x on one shape) and quantized from 1.187 to 1.293: with five to seven kernels per class the
+best order on the others is mostly noise (session 17, in-sample, benchmarks/results/session17/).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ...errors import AbductuneError
+from ...problem import Holdout
+from .book import DATA_DIR
+
+log = logging.getLogger(__name__)
+
+PATH = DATA_DIR / "sources.json"
+COMMAND = "python -m abductune.theory.store.choice_build"
+DATA = ("zoo", "bundled")
+LEARNED = ("ranker", "theory")  # the sources the file holds answers of
+DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The order chosen for a class and the record it was chosen on."""
+
+    kernel_class: str
+    sources: tuple[str, ...]  # learned sources, tried in turn; then the kernel's default
+    kernels: tuple[str, ...]  # the other kernels of the class it was judged on
+    score: Mapping[str, float] = field(default_factory=dict)  # each order (' > '-joined) -> geomean served
+
+    def _x(self, order: Sequence[str]) -> str:
+        v = self.score.get(" > ".join(order) or DEFAULT)
+        return f"{v:.3f}x" if v is not None else "-"
+
+    def said(self) -> tuple[str, ...]:
+        """Why the chain is served (a prediction's reason)."""
+        return (f"served for {self.kernel_class} as it beat the kernels' own defaults leave-one-kernel-out on "
+                f"{len(self.kernels)} other {self.kernel_class} kernels ({' then '.join(self.sources)}: "
+                f"{self._x(self.sources)} the optimum, the defaults {self._x(())})",)
+
+    def note(self) -> str:
+        """Why the kernel's default is served (nothing trusted, or the trusted chain had no answer)."""
+        if not self.kernels:
+            return (f"no other {self.kernel_class} kernel is left to judge a learned source on (the holdout took "
+                    "every one): none is trusted")
+        if self.sources:
+            return f"none of the sources trusted for {self.kernel_class} ({', '.join(self.sources)}) has an answer"
+        chain = next((k for k in self.score if k != DEFAULT), "")
+        return (f"the learned sources ({chain.replace(' > ', ' then ')}: {self.score.get(chain, 0):.3f}x the "
+                f"optimum) did not beat the kernels' own defaults ({self._x(())}) on {len(self.kernels)} other "
+                f"{self.kernel_class} kernels, leave-one-kernel-out")
+
+
+@lru_cache(maxsize=1)
+def load(path: Path = PATH) -> dict[str, Any] | None:
+    """The evidence file, or None where the package has none (then the fixed order serves)."""
+    if not path.exists():
+        return None
+    d = json.loads(path.read_text())
+    if d.get("learned") != list(LEARNED):
+        raise AbductuneError(f"{path} was built over other sources: regenerate it with `{COMMAND}`")
+    return d
+
+
+def served(order: Sequence[str], answers: Mapping[str, Sequence[float | None]]) -> list[float]:
+    """Per shape, the slowdown of the first source in `order` with an answer, else the default's."""
+    n = len(answers[DEFAULT])
+    return [next((answers[s][i] for s in order if s in answers and answers[s][i] is not None),
+                 answers[DEFAULT][i]) for i in range(n)]
+
+
+def score(order: Sequence[str], evidence: Mapping[str, Mapping[str, Any]]) -> float:
+    """Geomean over kernels (each once) of the geomean of what `order` serves on its shapes."""
+    per = [sum(map(math.log, served(order, e["ratios"]))) / len(e["ratios"][DEFAULT]) for e in evidence.values()]
+    return math.exp(sum(per) / len(per))
+
+
+def evidence_for(d: Mapping[str, Any], kernel_class: str, holds: Sequence[Holdout]) -> dict[str, Any]:
+    """The scored kernels of `kernel_class` a choice may rest on under `holds`: a kernel
+    holdout of a recorded kernel takes the answers learned without it ("without"), less its
+    own group; otherwise every kernel's answers learned without itself ("all": for a shape
+    holdout this is in-sample)."""
+    kernels = d["kernels"]
+    pool = d["all"]
+    for h in holds:
+        if h.level != "kernel":
+            continue
+        mine = sorted(k for k, v in kernels.items() if h.covers(k, None, "", v.get("source_hash", "")))
+        if mine:
+            pool = d["without"].get(mine[0], {})
+            break
+    out = {}
+    for k, e in pool.items():
+        if kernels[k]["class"] != kernel_class or not e["ratios"][DEFAULT]:
+            continue
+        if any(h.level == "kernel" and h.covers(k, None, "", kernels[k].get("source_hash", "")) for h in holds):
+            continue
+        out[k] = e
+    return out
+
+
+def order_for(kernel_class: str, holds: Sequence[Holdout], chain: Sequence[str], path: Path = PATH
+              ) -> Choice | None:
+    """`chain` where it beat the kernels' own defaults on the other kernels of `kernel_class`
+    under `holds`, else the empty order (the default); None where the evidence file is absent
+    or does not know the class (module docstring)."""
+    d = load(path)
+    if d is None or not any(v["class"] == kernel_class for v in d["kernels"].values()):
+        return None
+    ev = evidence_for(d, kernel_class, holds)
+    if not ev:
+        return Choice(kernel_class, (), ())
+    chain = tuple(s for s in chain if s in LEARNED)
+    got = {(): score((), ev), chain: score(chain, ev)}
+    won = round(math.log(got[chain]), 9) < round(math.log(got[()]), 9)
+    return Choice(kernel_class, chain if won else (), tuple(sorted(ev)),
+                  {(" > ".join(o) or DEFAULT): v for o, v in got.items()})
