@@ -88,8 +88,9 @@ def learn_cmd(datasets: tuple[str, ...], from_store: bool, store_path: str | Non
               "about a second each once cached, needs triton) and pass over one that spills registers or cannot "
               "launch. Default: check where Triton is installed and the GPU is NVIDIA's.")
 @click.option("--ranker/--no-ranker", default=True, show_default=True, help="Serve the ranker learned across "
-              "kernels for matmuls (where it beat the theory leave-one-kernel-out) and where no rule applies; "
-              "--no-ranker: the theory store's rules alone.")
+              "kernels for matmuls (where it beat the theory leave-one-kernel-out) and where no rule applies, "
+              "where the learned sources beat the kernels' own defaults on the class's other kernels (else the "
+              "kernel's default is served, and said); --no-ranker: the theory store's rules alone.")
 def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | None, hardware: str,
                 theories: str | None, holdout: str, check: bool | None, ranker: bool) -> None:
     """Zero-shot config for a kernel and shapes, or for datasets (scored against their
@@ -165,7 +166,8 @@ def predict_cmd(datasets: tuple[str, ...], kernel: str | None, shapes: str | Non
         g = math.exp(sum(map(math.log, ok)) / len(ok))
         click.echo(f"geomean {g:.3f}, worst {max(ok):.3f} over {len(ok)} of {len(rows)} datasets "
                    f"(leave-one-{holdout}-out)")
-    if sources:  # which source answered (predict's order: the ranker for RANKER_CLASSES, else the theory)
+    if sources:  # which source answered (the ranker or the theory in predict's order, or the default
+        # where theory/store/choice.py found the learned sources no better than the defaults)
         click.echo("answered by: " + ", ".join(f"{k} {v}" for k, v in sorted(sources.items())))
 
 
