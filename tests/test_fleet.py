@@ -473,6 +473,18 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _gone(pid: int, within_s: float = 5.0) -> bool:
+    """Whether a process killed just now is gone within `within_s`: a SIGKILLed process closes
+    its pipes (the sentinel `close` waits on) before the kernel marks it a zombie, and on a
+    loaded machine that can take a moment; a process nothing killed stays alive and fails this."""
+    deadline = time.monotonic() + within_s
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 def _first_search_config(serial: dict[str, Any], dims: Mapping[str, int]) -> dict:
     with sqlite3.connect(serial["path"]) as db:  # a config the search measures after its seeds
         [(cfg,)] = db.execute("SELECT m.config FROM measurements m JOIN contexts c ON c.id = m.context_id "
@@ -529,7 +541,7 @@ def test_a_fleet_stopped_at_a_deadline_returns_at_once_with_what_finished_and_lo
     assert statuses.get("interrupted") and "running" not in statuses, statuses
     for line in pids.read_text().split("\n"):
         for pid in map(int, line.split()):
-            assert not _alive(pid), line  # the hung worker and the process it started
+            assert _gone(pid), line  # the hung worker and the process it started
     run2, _ = fleet(ProcessExecutor(worker_kw=[{"factory": Replayed()}] * 2), path, calibrate_gpus=False)
     assert_same_as_serial(path, serial, run2.outcomes)  # resumed: finished, as the serial run
     assert sum(o.evaluations for o in run2.outcomes) == sum(serial["evaluations"]) - spent
@@ -556,7 +568,7 @@ def test_close_kills_a_worker_stuck_in_a_job_and_what_it_started_after_the_grace
     assert 1.0 <= took < 5.0, took
     assert isinstance(req.replies.get(timeout=1), FleetStopped)
     [child] = [int(x) for x in pids.read_text().split()[1:]]
-    assert worker is not None and not _alive(worker) and not _alive(child)
+    assert worker is not None and _gone(worker) and _gone(child)
     with pytest.raises(FleetStopped, match="stopped"):  # a stopped farm takes no new work
         farm.request(Target(kernel, dims, "replay"), "evaluate", [cfg])
 
@@ -573,7 +585,7 @@ def test_a_worker_closes_its_evaluators_and_exits_at_close_without_waiting_for_t
         took = time.monotonic() - t0
     assert len(run.outcomes) == 1
     assert took < 15.0, took  # it exited by itself: before, it waited on its pool forever
-    assert marker.read_text() == "closed\n" and worker is not None and not _alive(worker)
+    assert marker.read_text() == "closed\n" and worker is not None and _gone(worker)
 
 
 LOCAL_DRIVER = """
@@ -610,7 +622,7 @@ def test_local_workers_end_with_what_they_started_when_the_driver_is_killed(tmp_
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and (_alive(worker) or _alive(child)):
         time.sleep(0.1)
-    assert not _alive(worker) and not _alive(child)
+    assert _gone(worker) and _gone(child)
 
 
 class _Inline(Executor):
