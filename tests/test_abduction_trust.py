@@ -87,8 +87,13 @@ def test_explain_says_when_and_why_the_engine_stopped_trusting_a_theory(tmp_path
     assert re.search(r"won 0, were refuted \d+ and made no difference \d+ times", line), line
     assert re.search(r"measured \d+\.\d{3}x the incumbent \((refuted|neutral)\)", line), line
     assert "its moves now rank only by the model" in line and re.search(r"\[#\d+ [\d.]+ (µs|ms)", line), line
-    # and the pooled guard: on a kernel no rule was confirmed on, a share of each batch polls
-    assert any("half of each batch explores" in ln for ln in r.output.splitlines() if ln.strip().startswith("trust"))
+    # and the pooled guard: on a kernel no rule was confirmed on, a share of each batch draws
+    # from the whole space, and explain says how large and why
+    out = r.output.splitlines()
+    assert any("a share of each batch explores, proposals from the whole space" in ln
+               for ln in out if ln.strip().startswith("trust")), r.output
+    assert any(re.search(r"\d of 3 tests per batch draw from the whole space", ln)
+               for ln in out if ln.strip().startswith("explore")), r.output
 
 
 SPACE = Space([Pow2("BLOCK", 16, 1024), Pow2("GROUP", 1, 64), IntRange("num_stages", 1, 4)])
@@ -148,9 +153,6 @@ def test_moves_within_noise_tie_and_go_coarse_first_one_per_parameter():
     eng.inc = inc
     ranked = eng._ranked(eng._local(inc))
     assert ranked[0].config["BLOCK"] >= 256 and ranked[-1].config["GROUP"] < 4
-    # in the exploration share (model=False) a predicted gain does not rank at all
-    explore = eng._ranked(eng._local(inc), model=False)
-    assert [len(moved(t.config)) for t in explore[:3]] == [1, 1, 1]
 
 
 def test_the_model_shrinkage_follows_the_spread_and_agrees_with_a_measured_pair():
@@ -225,15 +227,16 @@ def test_a_stalled_search_measures_its_noise_once():
     """Seeded with the optimum and timed with one sample each, nothing says how noisy times are
     and no test wins (a first win would be confirmed by re-measurement): when the local search
     first stalls, after `patience` tests, the incumbent is re-measured once (the noise probe),
-    never again."""
-    opt = {"BLOCK": 16, "num_stages": 1}
-    ev = SingleSample(LINE, _two_basins)
+    never again. (In a space of 72 configs: in one of 12 the exploring share of an unseen kernel
+    measures them all before the local search stalls.)"""
+    opt = {"BLOCK": 16, "WARPS": 1, "num_stages": 1}
+    ev = SingleSample(CUBE, _cube_basins)
     ev.problem = ROWS
-    res = run(make_strategy("abduction", seed=0), ev, Budget(24), seeds=[opt])
+    res = run(make_strategy("abduction", seed=0), ev, Budget(40), seeds=[opt])
     probes = [e for e in res.events if e["event"] == "test" and "noise probe" in e.get("reason", "")]
     assert len(probes) == 1 and probes[0]["config"] == opt
     verdicts = [i for i, e in enumerate(res.events) if e["event"] == "verdict"]
-    patience = max(8, 2 * len(LINE.params))
+    patience = max(8, 2 * len(CUBE.params))
     assert len([i for i in verdicts if i < res.events.index(probes[0])]) >= patience
     assert ev.calls.count(opt) == 2  # the seed and its one repeat
 

@@ -17,15 +17,26 @@ The loop, one small batch at a time:
    Trust is earned on this kernel (issue 27): a theory whose tests here lost more than they
    won has no credit here until it wins again, so its moves rank as the model ranks them
    (`_theory_trusted`); and on a kernel no rule was confirmed on, or once the theories' tests
-   here keep failing, half of each batch polls the incumbent's neighbourhood in pattern
-   search's order whatever anyone predicts, and each theory gets one test per batch, until
-   the theories have won EARN_TRUST tests here (`_pooled_trust`). Both are logged as "trust"
-   events, which `explain` prints with the verdict that decided them.
+   here keep failing, a share of each batch explores the whole space (`_global_slots`,
+   `_explore_tests`: a space-filling start, then TPE) whatever anyone predicts, and each
+   theory gets one test per batch, until the theories have won EARN_TRUST tests here
+   (`_pooled_trust`). The share is sized by duels (`_duel`): in a batch, did the exploring
+   share or the local tests find a config faster than the incumbent and the other side's?
+   Half a batch at first (rounded down), more while exploring wins, less as the local tests
+   do, never the whole batch; once the theories have earned trust it goes on only while
+   exploring keeps winning (from a poor seed any move wins, so the theories' wins alone do not
+   show that exploring has nothing left to find). A local search from a seed the theories got
+   wrong stays in that seed's basin; a draw from the whole space does not. These are logged
+   as "trust" and "explore" events, which `explain` prints with the verdict that decided
+   them.
 3. *Test* the top few (`batch`, 2-4), and judge each against the incumbent with
    `theory.evidence`: supported / refuted beyond the noise threshold taken from measured spread
-   and repeats (with a floor); a close call the candidate seems to win is re-measured,
-   interleaved with the incumbent (`ctx.remeasure`), before the incumbent changes. Two
-   supported moves on different parameters are composed and tested next.
+   and repeats (with a floor). A win while nothing says how noisy times are is re-measured,
+   interleaved with the incumbent (`ctx.remeasure`), before the incumbent changes; a close
+   call (a candidate faster within the noise threshold) waits for the stall (`_confirm_now`,
+   `_run_off`): two measurements to move by less than the noise are worth it only once the
+   search finds nothing larger. Two supported moves on different parameters are composed and
+   tested next.
 4. *Finish* with multi-parameter moves around the incumbent (single and pairwise moves of
    radius 2, pattern search's pairwise tile moves, `generic_moves` along the parameters and
    pairs that the measurements so far say matter), ranked by the additive model of log-time
@@ -47,8 +58,9 @@ The loop, one small batch at a time:
    restarts the local loop there. With roles, half of each stalled batch still sweeps the
    nearest untested moves in order of distance, whatever the model predicts of them (it has
    just been wrong `patience` times; a two-parameter move such as a smaller N tile with one
-   stage fewer is often where the optimum hides). TPE is told the seeds, the start, its own proposals, the
-   model's proposals and every incumbent -- not the dense cluster of local moves, which would
+   stage fewer is often where the optimum hides). TPE is told the seeds, the start, its own
+   proposals, the exploring share's and the model's proposals and every incumbent -- not the
+   dense cluster of local moves, which would
    make the current basin its whole "good" set (told everything, it stayed in one basin of a
    public convolution space). The strategy never ends before its budget unless the whole
    space is measured (a TPE proposal it has seen is replaced by a random unmeasured config).
@@ -58,7 +70,8 @@ The loop, one small batch at a time:
    so far, as generic mode does at once (below): on the bundled skinny matmul shapes a basin
    one or two parameters from the optimum held whole 64-evaluation runs. When it first
    stalls, an incumbent whose noise nothing has measured is re-measured once (`_noise_probe`):
-   it may have been measured fast by chance.
+   it may have been measured fast by chance; and the fastest close call it met is run off
+   against it (`_run_off`).
 
 Generic mode (no theory applies) differs in four ways, all for global search over a space the
 engine knows nothing about:
@@ -94,10 +107,10 @@ from another basin), `moves` (a test and the moves between configs).
 """
 from .ledger import DISTRUST_AFTER, EARN_TRUST, TRUST_MIN
 from .model import PAIR_MIN, PAIR_TERMS, Additive, latin_hypercube
-from .moves import COARSE_STEP, COMPOSE, EXTEND, LOCAL_REACH, MODEL, POLL, START, TPE_TEST
+from .moves import COARSE_STEP, COMPOSE, EXPLORE, EXTEND, LOCAL_REACH, MODEL, POLL, START, TPE_TEST
 from .planning import LOOKAHEAD, MAX_TPE_RETRIES, informative
 from .strategy import Abduction
 
-__all__ = ["Abduction", "Additive", "COARSE_STEP", "COMPOSE", "DISTRUST_AFTER", "EARN_TRUST", "EXTEND",
+__all__ = ["Abduction", "Additive", "COARSE_STEP", "COMPOSE", "DISTRUST_AFTER", "EARN_TRUST", "EXPLORE", "EXTEND",
            "LOCAL_REACH", "LOOKAHEAD", "MAX_TPE_RETRIES", "MODEL", "PAIR_MIN", "PAIR_TERMS", "POLL", "START",
            "TPE_TEST", "TRUST_MIN", "informative", "latin_hypercube"]

@@ -1,6 +1,7 @@
 """The engine's ledger of one run: what was measured and told TPE, each test's verdict and move tally, and trust."""
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable, Sequence
 
 from ...measurement import Measurement
@@ -8,7 +9,7 @@ from ...space import Config
 from ...theory.evidence import credibility
 from ...theory.library import BY_NAME
 from ..base import Proposals
-from .moves import COMPOSE, EXTEND, MODEL, START, TPE_TEST, _composition, _continuation, _describe, _Test
+from .moves import COMPOSE, EXPLORE, EXTEND, MODEL, START, TPE_TEST, _composition, _continuation, _describe, _Test
 
 # Exploration when the theories fail on a kernel (`_Engine._pooled_trust`): after this many of
 # their tests here did not win, and while fewer than about one in three of their tests won
@@ -75,7 +76,7 @@ class RunLedger:
                 trial = self._pending_trials.pop(self.space.key(t.config), None)
                 if trial is not None:
                     self.tpe.tell([trial], [m])
-            if t.theory in (START, TPE_TEST, MODEL):
+            if t.theory in (START, TPE_TEST, MODEL, EXPLORE):
                 self._pool(t.config)
 
     def _theory_trusted(self, theory: str) -> bool:
@@ -106,21 +107,40 @@ class RunLedger:
                                  f"its moves now rank only by the model of this run's measurements" if not now else
                                  f"{name} trusted again on this kernel: its prediction won (last: {last})"))
 
-    def _explore_slots(self, b: int) -> int:
-        """Slots of a batch of `b` that poll the incumbent's neighbourhood in pattern search's
-        order, whatever the theories or the model expect (`_ranked(model=False)`): half the
-        batch, rounded down, while the theories have not earned trust on this kernel
-        (`_pooled_trust`), else none. A kernel whose behaviour the theories misread still gets
-        pattern search's probes at half its pace, and the other half follows the theories that
-        have not failed here yet. (Proposals of the additive model's whole-space optimum, the
-        exploration tried here before, chose extreme configs from a model of a handful of
-        points.)"""
-        return max(1, b // 2) if self.distrusted and b > 1 else 0
+    def _global_slots(self, b: int) -> int:
+        """Slots of a batch of `b` for the exploring share (`_explore_tests`: proposals from the
+        whole space, a space-filling start and then TPE over what it was told). A local search
+        from a seed the theories got wrong stays in that seed's basin, and on a rugged space
+        moving one or two parameters at a time from a poor start loses to drawing from the
+        whole space (issue 27). The share is the exploring share's chance of beating the local
+        tests, by Laplace's rule over the duels of earlier batches (`_duel`: which side found
+        the faster config), times the batch, rounded down: half at first, more while exploring
+        finds the faster configs, less as the local tests (the theories' among them) do; at
+        least one slot stays local, so the search always refines what exploration found. While
+        the theories have not earned trust on this kernel (`_pooled_trust`) the share keeps at
+        least one slot; once they have, it lasts only while exploring has won a duel and still
+        holds a slot by that rule (on a kernel the theories were confirmed on it never starts
+        unless they lose their trust). A change of size is logged as an "explore" event, which
+        `explain` prints."""
+        local, explore = self.duels
+        share = math.floor(b * (explore + 1.0) / (local + explore + 2.0))
+        n = 0 if b < 2 else max(1, min(b - 1, share)) if self.distrusted else \
+            min(b - 1, share) if explore > 0 else 0
+        if n != self.explore_share:
+            self.explore_share = n
+            self.ctx.log("explore", slots=n, batch=b, local_won=local, explore_won=explore,
+                         reason=(f"{n} of {b} tests per batch draw from the whole space: the exploring share found the "
+                                 f"faster configs in {explore} batches, the local tests in {local}" if n else
+                                 "no exploring share: the theories have earned trust on this kernel and "
+                                 f"exploring has not held its own since (it found the faster configs in {explore} "
+                                 f"batches, the local tests in {local})"))
+        return n
 
     def _pooled_trust(self) -> None:
         """Whether the theories, pooled, have earned trust on this kernel (issue 27); sets
-        `distrusted`, which gives a share of each batch to polling (`_explore_slots`) and
-        allows each theory one test per batch until it has won here (`_hypotheses`):
+        `distrusted`, which gives a share of each batch to exploring the whole space
+        (`_global_slots`) and allows each theory one test per batch until it has won here
+        (`_hypotheses`):
         - on a kernel no theory or rule was confirmed on (`unseen_kernel`, unless the option
           `explore_unseen` is off), from the start, until the theories have won EARN_TRUST of
           their tests here (their seeds and moves carry over from other kernels' tilings, names
@@ -144,11 +164,13 @@ class RunLedger:
                f"the theories' tests on this kernel won {s:g} of {s + r + n:g} (credibility {trust:.2f} "
                f"< {TRUST_MIN})")
         self.ctx.log("trust", trusted=not distrust, supported=s, refuted=r, neutral=n, credibility=round(trust, 3),
-                     reason=(f"{why}: half of each batch explores, polling the incumbent's neighbourhood as "
-                             f"pattern search does, and each theory gets one test per batch until it wins here"
+                     reason=(f"{why}: a share of each batch explores, proposals from the whole space (a "
+                             f"space-filling start, then TPE), and each theory gets one test per batch until it "
+                             f"wins here"
                              if distrust else
                              f"the theories earned trust here (won {s:g} of {s + r + n:g}, credibility "
-                             f"{trust:.2f}): batches follow them again"))
+                             f"{trust:.2f}): batches follow them again, and explore only while exploring "
+                             f"keeps finding the faster configs"))
 
     # -- judging
     def _judge(self, tests: Sequence[_Test]) -> Proposals:
@@ -162,7 +184,7 @@ class RunLedger:
                 self._observe(self.inc)
             return
         outcomes = {id(t): led.compare(t.config, inc)[0] for t in tests}
-        close = [t for t in tests if led.needs_confirmation(t.config, inc)]
+        close = [t for t in tests if led.needs_confirmation(t.config, inc) and self._confirm_now(t, outcomes[id(t)])]
         sure = [t for t in tests if outcomes[id(t)] == "supported" and t not in close]
         confirmed: _Test | None = None
         if close:  # confirm the most promising doubtful win, unless a sure win beats it anyway
@@ -186,16 +208,21 @@ class RunLedger:
             faster = led.estimate(t.config) < led.estimate(inc)
             if v.outcome == "supported" or (faster and (t is confirmed or led.deterministic)):
                 winners.append(t)
+            elif faster and v.outcome == "neutral" and t is not confirmed:
+                self.close_calls.append((self.space.key(inc), dict(t.config)))  # run off at the stall
             significant |= v.outcome == "supported"
-        # generic mode: TPE's misses say nothing about the incumbent's basin, so they do not
-        # bring its restart closer
-        counted = [t for t in tests if t.theory != TPE_TEST] if self.generic else tests
+        # a draw from the whole space that missed says nothing about the incumbent's basin, so
+        # it does not bring the local search's stall closer: the exploring share's, and in
+        # generic mode TPE's
+        counted = [t for t in tests if t.theory != EXPLORE and (t.theory != TPE_TEST or not self.generic)]
         self.stale = 0 if significant else self.stale + len(counted)
         self._theory_trust(tests)
+        self._duel(tests)
         if not winners:
             return
         best = min(winners, key=lambda t: led.estimate(t.config))
-        self._compose(inc, [t for t in winners if t is not best], best)
+        if best.theory != EXPLORE:  # a jump across the space composes with no local move
+            self._compose(inc, [t for t in winners if t is not best and t.theory != EXPLORE], best)
         self._extend(inc, best)
         self.ctx.log("move", from_config=inc, to_config=best.config, theory=best.theory,
                      ids=led.ids(best.config) + led.ids(inc),
@@ -203,6 +230,34 @@ class RunLedger:
         self.inc = dict(best.config)
         self._pool(self.inc)
         self._observe(self.inc)
+
+    def _confirm_now(self, t: _Test, outcome: str) -> bool:
+        """Whether a win that needs confirming (`Ledger.needs_confirmation`) is re-measured now.
+        A win while nothing says how noisy the times are is (one look proves nothing). A close
+        call, a candidate faster by less than the noise threshold, waits until the local search
+        has stalled (`patience` tests without a win beyond noise): two measurements would move
+        the incumbent by less than the noise while the search may still find larger wins (at 8
+        evaluations a run-off is two of the five to seven tests left after the seeds); until
+        then it counts as no effect and is run off at the stall (`_run_off`)."""
+        return outcome != "close" or self.stale >= self.patience
+
+    def _duel(self, tests: Sequence[_Test]) -> None:
+        """Score a batch that held the exploring share (`_global_slots`) and local tests: the
+        side whose fastest config beat both the incumbent and the other side's beyond the noise
+        threshold wins the duel (`duels`), which sizes the exploring share of the next batches;
+        a batch where neither side improved on the incumbent says nothing about which finds
+        improvements, and scores nothing."""
+        led = self.ledger
+        ex = [led.estimate(t.config) for t in tests if t.theory == EXPLORE]
+        local = [led.estimate(t.config) for t in tests if t.theory != EXPLORE]
+        if not ex or not local:
+            return
+        thr = led.threshold(self.inc, self.inc)
+        best_ex, best_local, now = min(ex), min(local), led.estimate(self.inc)
+        if best_ex * (1.0 + thr) < min(best_local, now):
+            self.duels[1] += 1
+        elif best_local * (1.0 + thr) < min(best_ex, now):
+            self.duels[0] += 1
 
     def _compose(self, inc: Config, others: Sequence[_Test], best: _Test) -> None:
         """Queue the winner plus each other winning move on different parameters."""
@@ -223,7 +278,7 @@ class RunLedger:
         this run. Not after a global proposal (TPE, the model, the start), whose jump is no
         direction."""
         self.extension = None
-        if best.theory in (TPE_TEST, MODEL, START):
+        if best.theory in (TPE_TEST, MODEL, START, EXPLORE):
             return
         cfg = _continuation(self.space, inc, best.config)
         if cfg is None or not self.space.is_valid(cfg) or self.known(cfg):

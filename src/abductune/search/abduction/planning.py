@@ -16,7 +16,8 @@ from ...theory.library import BY_NAME, hypotheses
 from ...theory import resources
 from ..pattern import poll_points
 from ..tpe import PENALTY, TPEModel, value
-from .moves import COARSE_STEP, MODEL, POLL, TPE_TEST, _composition, _describe, _Test
+from .model import latin_hypercube
+from .moves import COARSE_STEP, EXPLORE, MODEL, POLL, TPE_TEST, _composition, _describe, _Test
 
 LOOKAHEAD = 12  # configs a batch names as likely next (compiled ahead by a live evaluator)
 MAX_TPE_RETRIES = 8  # TPE asks per slot before a random unmeasured config is taken instead
@@ -74,7 +75,15 @@ class BatchPlanner:
         if self.inc is not None and (self.stale >= self.patience * (1 if self.generic else 2)
                                      or (not self.generic and self.stale > 0 and self._polled_out())):
             self._restart()
+        explore: list[_Test] = []
         if self.inc is not None:
+            stalled = self.stale >= self.patience
+            # until the theories have earned trust here, and after that while it keeps winning,
+            # a share of the batch draws from the whole space (`_global_slots`); the stalled
+            # phase below has TPE's share already
+            n_explore = 0 if self.generic or stalled else self._global_slots(b)
+            explore = self._explore_tests(n_explore, taken)
+            b -= len(explore)
             while self.queue and len(tests) < b:
                 take(self.queue.pop(0))
             hyps = sorted(self._hypotheses(self.inc) + self._extensions(), key=lambda t: -t.gain)
@@ -94,11 +103,10 @@ class BatchPlanner:
                 local = self._local(self.inc)
                 if self.generic:
                     tests += self._model_tests(min(self.s.model_slots, b - n_tpe - len(tests)), taken)
-                else:  # until the theories have earned trust here, a share of the batch polls
-                    self._fill(self._ranked(local, model=False), len(tests) + self._explore_slots(b - len(tests)),
-                               take, tests)
                 # theory hypotheses and finishing moves compete on one scale: log expected speed-up
                 self._fill(self._ranked(hyps + local), b - n_tpe, take, tests)
+        tests += explore
+        b += len(explore)
         if len(tests) < b:  # neighbourhood exhausted or stalled: the model-based fallback
             fallback = self._tpe_tests(b - len(tests), taken)
             stalled = self.inc is not None and self.stale >= self.patience
@@ -111,34 +119,24 @@ class BatchPlanner:
             tests += fallback
         return tests
 
-    def _ranked(self, tests: Sequence[_Test], model: bool = True) -> list[_Test]:
+    def _ranked(self, tests: Sequence[_Test]) -> list[_Test]:
         """`tests` best first. An expected gain within the noise threshold at the incumbent is
         one no measurement could confirm, so such tests tie (the additive model fitted to a few
         configs predicts differences of a fraction of a percent from noise and from parameters
         that changed together, and ranking on them sent early batches along those parameters
         instead of probing the others); ties go coarse first (`_coarse_first`), and among
         single-parameter moves of one kind, one per parameter before a second on any, so a
-        batch learns about as many parameters as it can, as pattern search's poll does. With
-        `model=False` (the exploration share, `_explore_slots`) expected gains do not rank at
-        all: only a loss the model predicts beyond noise from values measured in this run sends a
-        move to the back (an unmeasured value's effect is interpolated between measured ones, and
-        a coarse probe is there to find the optimum between two slower measured values)."""
+        batch learns about as many parameters as it can, as pattern search's poll does."""
         inc = self.inc
         sp = self.space
         thr = self.ledger.threshold(inc, inc)
-        fit = self._model()
-        col = {p.name: (j, p) for j, p in enumerate(sp.params)}
-
-        def measured(c: Config) -> bool:  # every value c moves to was measured in this run
-            return all(fit.seen[col[n][0]][col[n][1].index(c[n])] for n in sp.names if c[n] != inc[n])
-
         turns: dict[tuple[float, str], int] = {}
         keys = []
         for i, t in enumerate(tests):
             g = t.gain
-            if g < -thr and (model or measured(t.config)):
+            if g < -thr:
                 keys.append((2, -g, 0.0, 0, i))
-            elif model and g > thr:
+            elif g > thr:
                 keys.append((0, -g, 0.0, 0, i))
             else:
                 cls = _coarse_first(sp, inc, t.config)
@@ -335,8 +333,35 @@ class BatchPlanner:
                 break
         return out
 
+    def _explore_tests(self, n: int, taken: set[tuple]) -> list[_Test]:
+        """The exploring share (`_global_slots`): n untested configs from the whole space. First
+        a space-filling sample (a Latin hypercube over value indices, drawn once, as large as
+        generic mode's seeded start: `seeded_startup`, at least half of it fresh), so the first
+        draws cover every parameter's range wherever the seeds sit; then TPE, told the seeds,
+        these draws and every incumbent (`tpe_pool`). Logged as "explore" tests."""
+        if n <= 0:
+            return []
+        if self.explore_start is None:
+            have = len(self.measured)
+            size = self.s.seeded_startup if have else self.startup
+            k = max(size - have, (size + 1) // 2 if have else size)
+            self.explore_start = latin_hypercube(self.space, k, self.ctx.np_rng) if k > 0 else []
+        out: list[_Test] = []
+        while len(out) < n and self.explore_start:
+            c = self.explore_start.pop(0)
+            k = self.space.key(c)
+            if k in taken or self.known(c) or not self.space.is_valid(c) or not self._runnable(c):
+                continue
+            taken.add(k)
+            out.append(_Test(EXPLORE, dict(c), 0.0, "exploring share: a space-filling draw (Latin hypercube) "
+                             "from the whole space"))
+        for t in self._tpe_tests(n - len(out), taken):
+            out.append(_Test(EXPLORE, t.config, 0.0, "exploring share: TPE over the seeds, the space-filling "
+                             "draws and every incumbent"))
+        return out
+
     def _tpe_tests(self, n: int, taken: set[tuple]) -> list[_Test]:
-        """n untested configs from TPE (told everything measured); a proposal TPE keeps
+        """n untested configs from TPE (told what `tpe_pool` holds); a proposal TPE keeps
         repeating is replaced by a random unmeasured config."""
         if n <= 0:
             return []

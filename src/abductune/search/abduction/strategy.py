@@ -26,17 +26,19 @@ class Abduction(Strategy):
     """Options: batch=3 (tests per batch, 1-8), confidence=2.0 (standard errors of the
     difference for a verdict), noise_floor=0.01 (smallest relative difference trusted),
     startup=8 (space-filling configs in generic mode), seeded_startup=None (the same when
-    seeds were measured: None keeps `startup`; at least half of it is fresh),
+    seeds were measured: None keeps `startup`; at least half of it is fresh; also the size of
+    the exploring share's space-filling start),
     patience=None (tests without a win beyond noise before TPE takes over, or in generic
     mode local tests before a restart; None: twice the tuned parameters, at least 8), tpe_slots=2 (generic mode: TPE proposals
     in every batch, part of `batch`), model_slots=1 (generic mode: Thompson-sampled proposals
     of the additive model in every batch, on top of `batch`), stop_early=False (end before the
     budget once the search has settled: see `_Engine._settled`), explore_unseen=True (on a
-    kernel no theory was confirmed on, half of each batch polls the incumbent's neighbourhood
-    as pattern search does, and each theory gets one test per batch, until the theories have
-    won EARN_TRUST tests on it: see `_Engine._pooled_trust`; the twelfth session's form, which
-    explored with the additive model's whole-space optimum, cost more than it saved and was
-    off by default)."""
+    kernel no theory was confirmed on, a share of each batch draws from the whole space, a
+    space-filling start and then TPE, sized by how often that share found the faster configs,
+    and each theory gets one test per batch, until the theories have won EARN_TRUST tests on
+    it, and the share goes on after that only while it keeps finding the faster configs: see
+    `_Engine._pooled_trust`, `_global_slots`; session 16's form polled the incumbent's
+    neighbourhood instead, and stayed in the basin of a seed the theories got wrong)."""
 
     name = "abduction"
 
@@ -95,7 +97,11 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         self._inert_cache: tuple[int, frozenset[str]] | None = None  # (measurements, inert parameters)
         self.exhausted: list[Config] = []  # generic mode: incumbents where the local search stalled
         self._cannot_run: dict[tuple, str | None] = {}  # config key -> why it cannot launch (None: it can)
-        self.distrusted = False  # the theories lost trust on this kernel (`_explore_slots`)
+        self.distrusted = False  # the theories have not earned trust on this kernel (`_global_slots`)
+        self.explore_share = 0  # slots of the last batch that explored the whole space (`_global_slots`)
+        self.duels = [0, 0]  # batches whose faster side was [local tests, the exploring share] (`_duel`)
+        self.explore_start: list[Config] | None = None  # the exploring share's space-filling start
+        self.close_calls: list[tuple[tuple, Config]] = []  # (incumbent key, a close call it has not run off)
         self.theory_trust: dict[str, bool] = {}  # theory -> keeps its credit on this kernel (`_theory_trust`)
         self.unseen_kernel = _unseen_kernel(ctx.problem) if strategy.explore_unseen else None
 
@@ -144,6 +150,8 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
             if not self.generic and self.inc is not None and self.stale >= self.patience \
                     and not self.ledger.noise_known(self.inc, self.inc):
                 yield from self._noise_probe("an incumbent that stood against `patience` tests re-measured")
+            if self.inc is not None and self.stale >= self.patience:
+                yield from self._run_off()
             if self.s.stop_early and self._settled():
                 return
             tests = self._next_tests()
@@ -210,6 +218,33 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
                          reason="noise probe: the incumbent's repeat put another config ahead")
             self.inc = best
             self._observe(best)
+
+    def _run_off(self) -> Proposals:
+        """At the stall (`patience` tests without a win beyond noise), the close calls this
+        incumbent met and did not confirm (`_confirm_now`): the fastest of them and the
+        incumbent are re-measured, interleaved, and the faster by the pooled times becomes
+        the incumbent (within noise either is as good a centre; the run-off decides once).
+        Nothing is re-measured when no close call was faster."""
+        k = self.space.key(self.inc)
+        est = self.ledger.estimate
+        rivals = [c for ik, c in self.close_calls if ik == k and est(c) < est(self.inc)]
+        self.close_calls = [(ik, c) for ik, c in self.close_calls if ik != k]
+        if not rivals:
+            return
+        c = min(rivals, key=est)
+        rm = yield self.ctx.remeasure([self.inc, c])
+        for m in rm:
+            self.ledger.observe(m)
+        self.ctx.log("test", theory=START, config=c, kind="remeasure", ids=[m.id for m in rm],
+                     time_ms=[m.time_ms for m in rm],
+                     reason="run-off at the stall: the fastest close call left unconfirmed and the incumbent "
+                            "re-measured, interleaved")
+        if est(c) < est(self.inc):
+            self.ctx.log("move", from_config=self.inc, to_config=c, ids=self.ledger.ids(c) + self.ledger.ids(self.inc),
+                         ratio=est(c) / est(self.inc), reason="run-off at the stall: the close call was faster")
+            self.inc = dict(c)
+            self._pool(self.inc)
+            self._observe(self.inc)
 
     def _observe(self, cfg: Config) -> None:
         d = self._diagnose(cfg)
