@@ -454,6 +454,17 @@ class Space:
         cfg = {p.name: p.default_value for p in self.params}
         return cfg if self.satisfies(cfg) else self.nearest_valid(cfg)
 
+    def declared_default(self) -> Config | None:
+        """The default where a parameter declares one (a decorator's space: its first config;
+        a built-in or recorded kernel's default), else None: the first values of a space that
+        declares none are no one's choice."""
+        if not any(p.default is not None for p in self.params):
+            return None
+        try:
+            return self.default()
+        except SpaceError:
+            return None
+
     def clamp(self, cfg: Mapping[str, Any]) -> Config:
         """Every value moved to its parameter's nearest allowed value; unknown keys rejected."""
         out = {}

@@ -103,17 +103,6 @@ class Shape:
         return np.minimum(self.logr if self.logr is not None else self.y, clip)
 
 
-def kernel_default(space: Space) -> Config | None:
-    """The space's default where a parameter declares one (a decorator's first config, a
-    recorded kernel's default), else None."""
-    if not any(p.default is not None for p in space.params):
-        return None
-    try:
-        return space.default()
-    except AbductuneError:
-        return None
-
-
 def off_default(config: Mapping[str, Any], prefer: Mapping[str, Any] | None) -> int:
     """How many of `config`'s parameters differ from `prefer` (0 without one)."""
     return 0 if prefer is None else sum(1 for k, v in config.items() if prefer.get(k) != v)
@@ -152,7 +141,7 @@ def shape_data(obs: Any, cache: dict | None = None) -> Shape | None:
     logr = np.array([math.log(obs.times[k] / opt) if math.isfinite(obs.times[k]) else math.inf for k in keys])
     p = obs.problem
     ok = np.array([trouble(p, obs.space, c) is None for c in cfgs])
-    prefer = obs.default if obs.default is not None else kernel_default(obs.space)
+    prefer = obs.default if obs.default is not None else obs.space.declared_default()
     got = Shape(obs.name, obs.kernel, family(p, obs.space), X, np.minimum(logr, CLIP), _where(p), key=p.key(),
                 dims=dict(p.dims), source_hash=p.source_hash, logr=logr, ok=ok,
                 off_default=np.array([off_default(c, prefer) for c in cfgs], dtype=float))
@@ -439,7 +428,7 @@ class Ranker:
             return []
         _, model = self.model_for(p, space)
         s = model.scores(feature_matrix(p, space, cands), _where(p))
-        prefer = kernel_default(space)
+        prefer = space.declared_default()
         off = np.array([off_default(c, prefer) for c in cands], dtype=float) if prefer is not None else None
         return [cands[i] for i in tie_order(s, off)]
 

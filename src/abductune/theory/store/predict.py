@@ -14,7 +14,7 @@ import logging
 from typing import Any
 
 from ...classify import Classification, classify
-from ...errors import AbductuneError, SpaceError
+from ...errors import AbductuneError
 from ...problem import Holdout, Problem, as_holdout
 from ...space import Config, Space
 from . import gaps
@@ -183,14 +183,8 @@ def fixed_order(problem: Problem, space: Space, c: Classification, *, book: Theo
 
 
 def declared_default(space: Space) -> Config | None:
-    """The space's default where it declares one (a decorator's space: its first config; a
-    built-in or recorded kernel's default), None where no parameter declares a default."""
-    if not any(p.default is not None for p in space.params):
-        return None
-    try:
-        return space.default()
-    except SpaceError:
-        return None
+    """The space's default where it declares one (`Space.declared_default`)."""
+    return space.declared_default()
 
 
 def _kernel_default(problem: Problem, space: Space, default: Config | None,
