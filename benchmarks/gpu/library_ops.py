@@ -440,8 +440,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ops", default=None, help="comma list (default: every default op of library_op_cases)")
     ap.add_argument("--modes", default=",".join(MODES), help="comma list of triton, patch, patch32")
     ap.add_argument("--rounds", type=int, default=2, help="warm rounds after the cold pass")
-    ap.add_argument("--group", type=int, default=4, help="ops per group: their cold children are started side "
-                    "by side, then their warm children (every round); a deadline cut leaves whole groups")
+    # 1 by default: with 4, twelve children waited side by side, each patched one with its own
+    # compile workers starting, and op times came out bimodal across processes (session 17:
+    # fla l2norm 0.095 or 0.168 ms for the same pick); one op at a time, spreads were 0-1.4%
+    ap.add_argument("--group", type=int, default=1, help="ops per group: their cold children are started side "
+                    "by side, then their warm children (every round); a deadline cut leaves whole groups; "
+                    "more than 1 saves import time but disturbs the op times")
     ap.add_argument("--reach", choices=("yes", "no", "only"), default="yes")
     ap.add_argument("--work-dir", default=None, help="caches and logs (default: a new temporary folder)")
     ap.add_argument("--smoke", action="store_true", help="the CPU path: our own small library, TRITON_INTERPRET=1")
