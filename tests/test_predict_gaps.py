@@ -10,7 +10,7 @@ import pytest
 from abductune.problem import Problem
 from abductune.space import Choice, Pow2, Space
 from abductune.theory.store import gaps, predict, predictions
-from abductune.theory.store.predict import DefaultPrediction, declared_default, zero_shot
+from abductune.theory.store.predict import DefaultPrediction, zero_shot
 
 from theory_fixtures import H100, matmul, matmul_space, row_space, rows
 
@@ -44,7 +44,7 @@ def test_a_matmul_space_without_an_m_tile_gets_its_default_and_the_reason():
 
 def test_without_a_default_to_serve_it_answers_nothing():
     p, sp = matmul(4096, 2048, 1408), no_m_tile(defaults=False)
-    assert declared_default(sp) is None
+    assert sp.declared_default() is None
     assert predict(p, sp) is None and zero_shot(p, sp) == []
     bad = {"BLOCK_N": 48, "BLOCK_K": 32, "num_warps": 4, "num_stages": 2}  # not in the space: not served
     assert predict(p, sp, default=bad) is None

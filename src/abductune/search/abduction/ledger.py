@@ -13,8 +13,8 @@ from .moves import COMPOSE, EXPLORE, EXTEND, MODEL, START, TPE_TEST, _compositio
 
 # Exploration when the theories fail on a kernel (`_Engine._pooled_trust`): after this many of
 # their tests here did not win, and while fewer than about one in three of their tests won
-# (Laplace's rule over this run's verdicts), half of each batch explores. Set by reasoning
-# about the rule, not fitted to any recorded data.
+# (Laplace's rule over this run's verdicts), a share of each batch explores the whole space
+# (`_global_slots`). Set by reasoning about the rule, not fitted to any recorded data.
 DISTRUST_AFTER = 3
 TRUST_MIN = 0.34
 # On a kernel no theory was confirmed on, theories earn trust after this many won tests.

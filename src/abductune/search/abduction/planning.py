@@ -342,9 +342,7 @@ class BatchPlanner:
         if n <= 0:
             return []
         if self.explore_start is None:
-            have = len(self.measured)
-            size = self.s.seeded_startup if have else self.startup
-            k = max(size - have, (size + 1) // 2 if have else size)
+            k = self._start_size()
             self.explore_start = latin_hypercube(self.space, k, self.ctx.np_rng) if k > 0 else []
         out: list[_Test] = []
         while len(out) < n and self.explore_start:

@@ -175,12 +175,18 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         except Exception:  # noqa: BLE001 - no diagnosis: generic mode
             return False
 
+    def _start_size(self) -> int:
+        """How many configs a space-filling start draws (generic mode's start, the exploring
+        share's): `startup`, or with configs measured already `seeded_startup` less those,
+        but at least half of it fresh."""
+        have = len(self.measured)
+        size = self.s.seeded_startup if have else self.startup
+        return max(size - have, (size + 1) // 2 if have else size)
+
     def _startup(self) -> Proposals:
         """Generic mode: a space-filling sample; seeds count towards it, but at least half of
         it is fresh so one mediocre seed cannot decide where the search looks."""
-        have = len(self.measured)
-        size = self.s.seeded_startup if have else self.startup
-        n = max(size - have, (size + 1) // 2 if have else size)
+        n = self._start_size()
         picks = [c for c in latin_hypercube(self.space, n, self.ctx.np_rng) if not self.known(c)]
         if not picks:
             return

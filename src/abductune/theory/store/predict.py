@@ -182,14 +182,9 @@ def fixed_order(problem: Problem, space: Space, c: Classification, *, book: Theo
     return _ranked(problem, space, exclude, cls, said=said) if ranker else []
 
 
-def declared_default(space: Space) -> Config | None:
-    """The space's default where it declares one (`Space.declared_default`)."""
-    return space.declared_default()
-
-
 def _kernel_default(problem: Problem, space: Space, default: Config | None,
                     why: tuple[str, ...], trusted: bool = True) -> list[Prediction]:
-    cfg = dict(default) if default is not None and space.is_valid(default) else declared_default(space)
+    cfg = dict(default) if default is not None and space.is_valid(default) else space.declared_default()
     if cfg is None:
         log.info("no prediction for %s: %s; no default config to serve instead", problem.kernel, "; ".join(why))
         return []
