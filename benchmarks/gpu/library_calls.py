@@ -103,3 +103,61 @@ def flaggems_mm() -> None:
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
         _check(f"flaggems mm {m}x{n}x{k}", flag_gems.mm(a, b), a.float() @ b.float(), 2e-2)
+
+
+# fla's chunked GLA forward: (batch, tokens, heads, key dim, value dim). The autotuners' keys
+# carry heads and head dims only, so each shape differs in those (benchmarks/library_headers.py
+# holds the batch and tokens of each, for the header).
+GLA_SHAPES = ((4, 2048, 16, 128, 128), (8, 2048, 32, 64, 64), (2, 4096, 8, 256, 256), (2, 4096, 16, 128, 256))
+
+
+def fla_chunk_gla() -> None:
+    """flash-linear-attention's chunked GLA forward (`fla.ops.gla.chunk_gla`): a local cumsum of
+    the gates, the per-chunk state recurrence (`chunk_fwd_kernel_h`), the intra-chunk scores and the
+    output (`chunk_gla_fwd_kernel_o`); record with --only chunk_fwd_kernel_h,chunk_gla_fwd_kernel_o."""
+    from fla.ops.gla import chunk_gla
+    from fla.ops.gla.naive import naive_recurrent_gla
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for b, t, h, dk, dv in _pick(GLA_SHAPES):
+        q = torch.randn(b, t, h, dk, device="cuda", dtype=torch.bfloat16, generator=g) * dk ** -0.5
+        k = torch.randn(b, t, h, dk, device="cuda", dtype=torch.bfloat16, generator=g) * dk ** -0.5
+        v = torch.randn(b, t, h, dv, device="cuda", dtype=torch.bfloat16, generator=g)
+        gk = (torch.nn.functional.logsigmoid(torch.randn(b, t, h, dk, device="cuda", generator=g)) / 16).bfloat16()
+        o = chunk_gla(q, k, v, gk)[0]
+        ref, _ = naive_recurrent_gla(q[:1], k[:1], v[:1], gk[:1])  # one sequence: the loop is over tokens
+        _check(f"chunk_gla B{b} T{t} H{h} K{dk} V{dv}", o[:1], ref, 2e-2)
+
+
+# FlagGems' row kernels that loop over a row in tiles (rows longer than 4,096 take the loop
+# kernels); RMSNorm is keyed by the row length only, on 4,096 rows (benchmarks/library_headers.py)
+FLAGGEMS_RMS_N = (5120, 8192, 14336, 16384)
+FLAGGEMS_LN_MN = ((4096, 8192), (8192, 5120), (2048, 14336), (16384, 6144))
+FLAGGEMS_LSM_MN = ((4096, 32000), (2048, 128256), (8192, 4096), (1024, 50257))
+
+
+def flaggems_rows() -> None:
+    """FlagGems' RMSNorm and LayerNorm forward loop kernels (`rms_norm_loop_kernel`,
+    `layer_norm_loop_kernel`: TILE_N and warps) and its log-softmax backward
+    (`log_softmax_backward_kernel`: BLOCK_M rows by BLOCK_N columns), on LLM widths and vocabularies."""
+    import flag_gems
+    from flag_gems.ops.log_softmax import log_softmax_backward
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for n in FLAGGEMS_RMS_N:
+        x = torch.randn(4096, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        w = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
+        xf = x.float()
+        ref = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
+        _check(f"flaggems rms_norm N={n}", flag_gems.rms_norm(x, [n], w, 1e-6), ref, 2e-2)
+    for m, n in FLAGGEMS_LN_MN:
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        w = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
+        bias = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
+        ref = torch.nn.functional.layer_norm(x.float(), [n], w.float(), bias.float(), 1e-5)
+        _check(f"flaggems layer_norm {m}x{n}", flag_gems.layer_norm(x, [n], w, bias, 1e-5)[0], ref, 2e-2)
+    for m, n in FLAGGEMS_LSM_MN:
+        out = torch.log_softmax(torch.randn(m, n, device="cuda", generator=g), -1).bfloat16()
+        dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        ref = dy.float() - out.float().exp() * dy.float().sum(-1, keepdim=True)
+        _check(f"flaggems log_softmax_backward {m}x{n}", log_softmax_backward(dy, out, 1, torch.bfloat16), ref, 3e-2)
