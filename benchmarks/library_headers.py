@@ -58,14 +58,70 @@ def _moe(p, up: bool):
                          flops=2.0 * m * n * k, min_bytes=min_bytes)
 
 
+# benchmarks/gpu/library_calls.py:fla_chunk_gla's shapes, keyed by (key dim, value dim) as both
+# autotuners' keys carry them: (batch, tokens, heads) of each
+GLA = {(dk, dv): (b, t, h) for b, t, h, dk, dv in ((4, 2048, 16, 128, 128), (8, 2048, 32, 64, 64),
+                                                  (2, 4096, 8, 256, 256), (2, 4096, 16, 128, 256))}
+CHUNK = 64  # fla's chunk length (BT in both keys)
+
+
+def _gla(p, state: bool):
+    dk, dv = p.dims["K"], p.dims["V"]
+    b, t, h = GLA[(dk, dv)]
+    rows, chunks = b * t * h, b * h * (t // CHUNK)
+    if state:  # per chunk h += k^T v (gated): k, v bf16 and the gate cumsum fp32 in; one bf16 state per chunk out
+        flops = 2.0 * rows * dk * dv
+        min_bytes = rows * (2.0 * dk + 2.0 * dv + 4.0 * dk) + 2.0 * chunks * dk * dv
+        name = "fla_chunk_h_bf16"
+    else:  # o = (q * exp(g)) h + A v: q bf16, g fp32, A fp32 (chunk x chunk), v and the states in; o out
+        flops = 2.0 * rows * dk * dv + 2.0 * rows * CHUNK * dv
+        min_bytes = rows * (2.0 * dk + 4.0 * dk + 4.0 * CHUNK + 2.0 * dv + 2.0 * dv) + 2.0 * chunks * dk * dv
+        name = "fla_chunk_gla_o_bf16"
+    return name, replace(p, dims={"batch": b, "tokens": t, "heads": h, "K": dk, "V": dv}, flops=flops,
+                         min_bytes=min_bytes)
+
+
+FLAGGEMS_RMS_ROWS = 4096  # benchmarks/gpu/library_calls.py:flaggems_rows calls every row length on 4,096 rows
+
+
+def _fg_rms(p):
+    rows, cols = FLAGGEMS_RMS_ROWS, p.dims["N"]
+    # x read and y written (bf16), the weight once, 1/rms per row (fp32)
+    return "flaggems_rmsnorm_loop_bf16", replace(p, kernel_class="row_reduction", dims={"rows": rows, "cols": cols},
+                                                 flops=4.0 * rows * cols, min_bytes=4.0 * rows * cols + 2.0 * cols + 4.0 * rows)
+
+
+def _fg_ln(p):
+    rows, cols = p.dims["M"], p.dims["N"]
+    # x read and y written (bf16), weight and bias once, mean and rstd per row (bf16 here)
+    return "flaggems_layernorm_loop_bf16", replace(p, kernel_class="row_reduction", dims={"rows": rows, "cols": cols},
+                                                   flops=8.0 * rows * cols,
+                                                   min_bytes=4.0 * rows * cols + 4.0 * cols + 4.0 * rows)
+
+
+def _fg_lsm_bwd(p):
+    rows, cols = p.dims["M"], p.dims["N"]
+    # dx = dy - exp(out) * sum(dy): out and dy read, dx written (bf16)
+    return "flaggems_log_softmax_bwd_bf16", replace(p, kernel_class="row_reduction", dims={"rows": rows, "cols": cols},
+                                                    flops=4.0 * rows * cols, min_bytes=6.0 * rows * cols)
+
+
 KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
+           "chunk_fwd_kernel_h": lambda p: _gla(p, True), "chunk_gla_fwd_kernel_o": lambda p: _gla(p, False),
+           "rms_norm_loop_kernel": _fg_rms, "layer_norm_loop_kernel": _fg_ln,
+           "log_softmax_backward_kernel": _fg_lsm_bwd,
            "_fused_up_proj_swiglu_kernel": lambda p: _moe(p, True),
            "_fused_down_proj_kernel": lambda p: _moe(p, False)}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
 RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul"),
             "_fused_up_proj_swiglu_kernel": ("Liger-Kernel 0.8.5", "LigerFusedMoEFunction"),
-            "_fused_down_proj_kernel": ("Liger-Kernel 0.8.5", "LigerFusedMoEFunction")}
+            "_fused_down_proj_kernel": ("Liger-Kernel 0.8.5", "LigerFusedMoEFunction"),
+            "chunk_fwd_kernel_h": ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gla.chunk_gla"),
+            "chunk_gla_fwd_kernel_o": ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gla.chunk_gla"),
+            "rms_norm_loop_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.rms_norm"),
+            "layer_norm_loop_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.layer_norm"),
+            "log_softmax_backward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.ops.log_softmax.log_softmax_backward")}
 
 
 def main() -> None:
@@ -81,12 +137,14 @@ def main() -> None:
             problem = replace(problem, kernel=name)
             release, op = RELEASES[d.name]
             base = str(ds.meta.get('origin', d.name)).replace(' (through patch_triton)', '')
-            origin = (f"{release} (BSD-2-Clause): {base}, recorded through its public "
+            licence = "" if "(" in release else " (BSD-2-Clause)"  # Liger's entries name no licence
+            origin = (f"{release}{licence}: {base}, recorded through its public "
                       f"op {op} under patch_triton, never copied")
             ds = replace(ds, problem=problem, meta={**ds.meta, "origin": origin,
                                                     "header_completed": "benchmarks/library_headers.py"})
             # MoE keys name (H_dim, I_dim); its datasets are named for the GEMM's own dims
-            stem = "_".join(f"{k}{v}" for k, v in problem.dims.items()) if name.startswith("liger_moe") else None
+            stem = ("_".join(f"{k}{v}" for k, v in problem.dims.items())
+                    if name.startswith(("liger_moe", "fla_", "flaggems_")) else None)
             dest = out / name / (f"{stem}.jsonl.gz" if stem else f.name)
             dest.parent.mkdir(parents=True, exist_ok=True)
             write_dataset(ds, dest)

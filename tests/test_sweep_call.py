@@ -88,6 +88,20 @@ def test_sweep_call_records_a_third_party_autotune_kernel_through_patch_triton(t
         assert (ds.problem.flops, ds.problem.min_bytes) == (n, 12 * n)  # x, y, out in fp32
 
 
+def test_a_second_sweep_with_the_same_store_records_again(tmp_path):
+    """Record mode measures every key: with the store of an earlier sweep (the same
+    $ABDUCTUNE_STORE) a second one used to find each key tuned, write nothing and say that no
+    kernel was tuned (seen on the H100, session 18)."""
+    (tmp_path / "thirdparty.py").write_text(LIBRARY)
+    (tmp_path / "caller.py").write_text(CALLER)
+    first = _sweep(tmp_path, "--call", "caller:run", "--out", str(tmp_path / "a"))
+    assert first.returncode == 0, first.stdout + first.stderr
+    again = _sweep(tmp_path, "--call", "caller:run", "--out", str(tmp_path / "b"))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert sorted(p.name for p in (tmp_path / "b" / "add_kernel").glob("*.jsonl.gz")) == ["n1000.jsonl.gz",
+                                                                                         "n4096.jsonl.gz"]
+
+
 def test_sweep_needs_one_of_kernel_or_call_and_a_call_that_tunes_nothing_says_so(tmp_path):
     r = _sweep(tmp_path, "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "one of --kernel" in r.stderr and "Traceback" not in r.stderr

@@ -387,7 +387,10 @@ class Autotuner(TritonAutotuner):
 
     def _stored_choice(self, store: Store, ctx: Context, budget: Budget) -> tuple[Choice | None, str]:
         """A finished tune of this context (same strategy and options, budget at least ours) or
-        an imported winner: read it, measure nothing. Else None and why the key missed."""
+        an imported winner: read it, measure nothing. Else None and why the key missed. Record
+        mode always measures: a key an earlier run stored would otherwise write no dataset."""
+        if self.record is not None:
+            return None, "record mode measures every key (the store is not read)"
         runs = [r for r in store.runs(ctx) if r.status == "done" and r.winner_id is not None]
         tk = self._tune_key()
 
