@@ -23,7 +23,11 @@ the scored shape); its recorded time over the shape's optimum is the score:
   holdout (`heuristics.nvidia_estimate.reranked`): the model proposes, the ranker chooses;
   nvidia_tile: the ranker's first config with the output tile of NVIDIA's top-1
   (`ranker_shipped.rank(..., nvidia=True)`): the model chooses the tile, the ranker the rest.
-Rows: each kernel, then each kernel class ("class matmul", ...), then all.
+- theory_at_nvidia: the theory column on the shapes NVIDIA's model answers (the like-for-like
+  comparison with its top-1).
+Rows: each kernel, then each kernel class ("class matmul", ...), then all; with `--group
+LABEL=KERNEL,KERNEL,...` (repeatable) also "LABEL class ..." and "LABEL all" over those kernels
+(e.g. development and held-out kernels side by side); `--skip KERNEL,...` leaves kernels out.
 A cell is the geomean of recorded time / the shape's optimum (worst); "n infeasible" counts
 configs recorded as failing (for nvidia_top8: shapes where all eight failed), "n unrecorded"
 configs the dataset has no time for (sampled zoo datasets).
@@ -52,6 +56,17 @@ def cell(rs: list[dict], c: str, worst: str = "worst ") -> tuple[str, dict | Non
     g = math.exp(sum(map(math.log, xs)) / len(xs))
     text = f"{g:.3f} ({worst}{max(xs):.2f}" + (f", {len(xs)}/{len(rs)}" if len(xs) < len(rs) else "") + notes + ")"
     return text, {"geomean": g, "worst": max(xs), "covered": len(xs), "infeasible": bad, "unrecorded": unrec}
+
+
+def parse_groups(specs: list[str]) -> dict[str, set[str]]:
+    """{label: kernel names} from "LABEL=K1,K2,..." arguments."""
+    out: dict[str, set[str]] = {}
+    for spec in specs:
+        label, sep, names = spec.partition("=")
+        if not sep or not label or not names:
+            sys.exit(f"error: --group takes LABEL=KERNEL,KERNEL,... (got {spec!r})")
+        out.setdefault(label, set()).update(k for k in names.split(",") if k)
+    return out
 
 
 def nearest(problem, others):
@@ -100,10 +115,15 @@ def main() -> None:
     ap.add_argument("datasets", nargs="*", default=["bundled"],
                     help="files, folders, 'bundled', 'zoo' or 'zoo:<class or kernel>'")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--group", action="append", default=[], metavar="LABEL=KERNEL,...",
+                    help="also summarize these kernels under LABEL, per class and all (repeatable)")
+    ap.add_argument("--skip", default="", metavar="KERNEL,...", help="kernels left out of every row")
     ap.add_argument("--holdout", choices=("kernel", "shape"), default="kernel",
                     help="what the theory, observed and ranker columns must not know: every shape of the "
                          "scored kernel (leave-one-kernel-out, the figure that counts) or only the scored shape")
     args = ap.parse_args()
+    groups = parse_groups(args.group)
+    skip = {k for k in args.skip.split(",") if k}
 
     from abductune.datasets.format import read_dataset
     from abductune.datasets.paths import expand_dataset_args
@@ -120,6 +140,8 @@ def main() -> None:
     except AbductuneError as e:
         sys.exit(f"error: {e}")
     obs = [observation_from_dataset(d) for d in data]
+    kept = [i for i, o in enumerate(obs) if o.problem.kernel not in skip]
+    data, obs = [data[i] for i in kept], [obs[i] for i in kept]
     rows = []
     for ds, o in zip(data, obs):
         space, pb = o.space, o.problem
@@ -166,14 +188,23 @@ def main() -> None:
                                "fixed_first": state(fixed), "default": state(default),
                                "nvidia": state(nv8[0] if nv8 else None), "nvidia_top8": nv8_state,
                                "nvidia_reranked": state(rer), "nvidia_tile": state(tiled)}})
+        r = rows[-1]
+        r["theory_at_nvidia"] = r["theory"] if r["nvidia"] is not None else None
+        r["state"]["theory_at_nvidia"] = r["state"]["theory"] if r["nvidia"] is not None else None
     cols = ["theory", "nearest_shape", "observed", "heuristics", "fixed_first", "default", "nvidia",
-            "nvidia_top8", "nvidia_reranked", "nvidia_tile"]
+            "nvidia_top8", "nvidia_reranked", "nvidia_tile", "theory_at_nvidia"]
     by_kernel: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_kernel[r["kernel"]].append(r)
     for r in rows:
         by_kernel[f"class {r['kernel_class']}"].append(r)
     by_kernel["all"] = rows
+    for label, members in groups.items():
+        mine = [r for r in rows if r["kernel"] in members]
+        for r in mine:
+            by_kernel[f"{label} class {r['kernel_class']}"].append(r)
+        if mine:
+            by_kernel[f"{label} all"] = mine
     summary = {}
     print("| kernel | shapes | " + " | ".join(cols) + " |")
     print("|---|---|" + "---|" * len(cols))
@@ -187,7 +218,9 @@ def main() -> None:
                 summary[k][c] = stats
         print(f"| {k} | {len(rs)} | " + " | ".join(cells) + " |")
     if args.json:
-        Path(args.json).write_text(json.dumps({"holdout": args.holdout, "rows": rows, "summary": summary}, indent=1))
+        record = {"holdout": args.holdout, "groups": {k: sorted(v) for k, v in groups.items()},
+                  "skipped": sorted(skip), "rows": rows, "summary": summary}
+        Path(args.json).write_text(json.dumps(record, indent=1))
         print(f"wrote {args.json}")
 
 

@@ -31,3 +31,26 @@ def test_rows_per_kernel_and_class_and_nvidia_columns(tmp_path):
             assert rows["matmul_fp16"][c] >= 1.0 and rows["matmul_fp16"]["state"][c] == "ok", c
         assert rows["matmul_fp16"]["nvidia_top8"] <= rows["matmul_fp16"]["nvidia"]
     assert "| class matmul | 1 |" in run.stdout
+
+
+def test_groups_summarize_named_kernels_and_skip_leaves_kernels_out(tmp_path):
+    """--group LABEL=... adds per-class and all rows over those kernels only; --skip drops a
+    kernel from every row (how development figures leave out kernels recorded later)."""
+    mm = next(p for p in bundled_datasets(kernel="matmul_fp16") if p.name.startswith("M4096_N4096_K4096."))
+    sm = bundled_datasets(kernel="softmax_fp16")[0]
+    rms = bundled_datasets(kernel="rmsnorm_fp16")[0]
+    out = tmp_path / "g.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_zeroshot.py"), str(mm), str(sm), str(rms),
+                          "--group", "dev=matmul_fp16,softmax_fp16", "--skip", "rmsnorm_fp16", "--json", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    d = json.loads(out.read_text())
+    assert {r["kernel"] for r in d["rows"]} == {"matmul_fp16", "softmax_fp16"} and d["skipped"] == ["rmsnorm_fp16"]
+    assert d["groups"] == {"dev": ["matmul_fp16", "softmax_fp16"]}
+    assert {"dev class matmul", "dev class row_reduction", "dev all"} <= set(d["summary"])
+    assert d["summary"]["dev all"]["theory"]["covered"] == 2
+    sm_row = next(r for r in d["rows"] if r["kernel"] == "softmax_fp16")
+    assert sm_row["theory_at_nvidia"] is None  # no NVIDIA answer for a row kernel: not compared
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_zeroshot.py"), str(mm), "--group", "dev"],
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "LABEL=KERNEL" in bad.stderr

@@ -15,7 +15,8 @@ from abductune.errors import AbductuneError
 from abductune.hardware import KNOWN_GPUS
 from abductune.heuristics.features import NAMES, feature_matrix
 from abductune.heuristics.harvest import Observation, observations_from_datasets
-from abductune.heuristics.ranker import CLIP, CLIPS, RIDGE, RIDGES, Ranker, choose_constants, loko_score, shape_data
+from abductune.heuristics.ranker import (CLIP, CLIPS, RIDGE, RIDGES, TAU, TAUS, Ranker, choose_constants, loko_score,
+                                        shape_data)
 from abductune.problem import Holdout, Problem
 from abductune.space import Choice, Pow2, Space
 from abductune.theory.resources import trouble
@@ -140,13 +141,13 @@ def test_fits_on_recorded_datasets_and_ranks_another_kernels_shape():
 
 
 def test_constants_are_chosen_leave_one_kernel_out_without_the_held_out_kernel(synth):
-    """Each family's clip and ridge are the grid's best by leave-one-kernel-out on the training
+    """Each family's clip, ridge and objective are the grid's best by leave-one-kernel-out on the training
     data (`choose_constants`); fitted without a kernel, nothing of that kernel reaches the choice:
     its recorded times turned upside down give the same ranker."""
     held = Holdout(synth[0].problem, "kernel")
     r = Ranker.fit(synth, exclude=held)
     rest = [shape_data(o) for o in synth if o.kernel != "synth_a"]
-    grid = [(c, x) for c in CLIPS for x in RIDGES]
+    grid = [(c, x, t) for c in CLIPS for x in RIDGES for t in TAUS]
     assert r.constants == choose_constants(rest) and r.constants["gemm"] in grid
     best = min(loko_score(rest, c) for c in grid)
     assert loko_score(rest, r.constants["gemm"]) == pytest.approx(best, abs=1e-12)
@@ -157,7 +158,7 @@ def test_constants_are_chosen_leave_one_kernel_out_without_the_held_out_kernel(s
     # two kernels left: too few to choose by (each inner fit would learn from one): hand-set
     two = Ranker.fit(synth[:6])
     assert two.constants == {} and two.to_dict()["models"] == Ranker.fit(synth[:6], select=False).to_dict()["models"]
-    assert (CLIP, RIDGE) in grid
+    assert (CLIP, RIDGE, TAU) in grid
 
 
 def test_a_saved_linear_ranker_ranks_as_the_fitted_one(synth):
@@ -183,7 +184,7 @@ def _zoo(kernel, name):
 @pytest.fixture(scope="module")
 def splitk():
     """A zoo matmul shape whose ranking changes when its kernel is left out of the ranker."""
-    return _zoo("zoo_mm_splitk_fp16", "M16_N4096_K14336")
+    return _zoo("zoo_mm_splitk_fp16", "M40_N3000_K7000")
 
 
 def test_statistics_refit_equals_a_fit_on_the_data():
@@ -435,3 +436,70 @@ def test_ties_go_to_the_kernels_default_for_what_the_features_cannot_see():
     assert off_default({"a": 1, "b": 2}, {"a": 1, "b": 3}) == 1 and off_default({"a": 1}, None) == 0
     assert list(tie_order(np.array([0.5, 0.1, 0.1]), np.array([0.0, 2.0, 1.0]))) == [2, 1, 0]
     assert list(tie_order(np.array([0.5, 0.1, 0.1]), None)) == [1, 2, 0]
+
+
+# ----------------------------------------------------------------------------- session 18: objective, K-row bytes
+
+def _landscape(kernel: str, shift: int):
+    """One shape of a 1-D space (features x, x^2) whose optimum sits inside at x = 8 + shift:
+    steep (and clipped) below it, gentle above it."""
+    import math
+
+    from abductune.heuristics.ranker import Shape
+
+    x = np.arange(0, 13, dtype=float)
+    opt = 8 + shift
+    logr = np.where(x < opt, np.minimum(math.log(3), 0.25 * (opt - x)), 0.03 * (x - opt))
+    return Shape(f"s{shift}", kernel, "gemm", np.stack([x, x ** 2], 1), np.minimum(logr, CLIP), np.zeros(2),
+                 logr=logr, ok=np.ones(13, bool), off_default=np.zeros(13))
+
+
+def test_the_top_weighted_objective_orders_the_top_where_a_uniform_fit_picks_the_corner():
+    """A least-squares fit over every config learns the steep, clipped side of the landscape and
+    picks the space's far corner; weighting configs by their nearness to the optimum (tau of
+    `TAUS`) spends the fit on the top, and picks nearer the optimum, with every clip."""
+    import math
+
+    from abductune.heuristics.ranker import ShapeStats, _fit_linear, row_weights
+
+    train = [_landscape(f"k{i}", s) for i, s in enumerate((-1, 0, 1))]
+    new = _landscape("new", 0)
+    stats = [ShapeStats.from_dict(ShapeStats.of(s).to_dict()) for s in train]  # through the file format
+    picked = {}
+    for tau in TAUS:
+        for clip in CLIPS:
+            m = _fit_linear(stats, np.ones(3), (clip, RIDGE, tau))
+            picked[tau, clip] = math.exp(new.logr[int(np.argmin(m.scores(new.X, new.where)))])
+    assert all(picked[TAUS[0], c] > 1.12 for c in CLIPS)  # uniform: the corner x = 12
+    assert all(picked[TAUS[1], c] < 1.07 for c in CLIPS)  # top-weighted: x = 10
+    w = row_weights(new, TAUS[1])
+    assert w.sum() == pytest.approx(1.0) and w[8] == w.max() and w[0] < w[12] < w[8]
+    assert np.allclose(row_weights(new, TAUS[0]), 1 / 13)
+
+
+def test_k_row_bytes_features_judge_a_k_slice_in_bytes():
+    """@tile:K times each operand's element size against a 128-byte row: 64 bf16 elements and
+    128 fp8 elements both fill it; a space without a K tile gets 0 (it does not rank)."""
+    from abductune.hardware import lookup
+    from abductune.heuristics.features import NAMES, config_features
+    from abductune.problem import Problem
+    from abductune.space import Param, Space
+
+    sp = Space([Param("BM", [64, 128], role="tile:M"), Param("BN", [64, 128], role="tile:N"),
+                Param("BK", [32, 64, 128], role="tile:K"), Param("num_warps", [4, 8], role="warps"),
+                Param("num_stages", [3, 4], role="stages")])
+    hw = lookup("H100-SXM")
+
+    def feats(dtypes, bk):
+        p = Problem("mm", "matmul", {"M": 4096, "N": 4096, "K": 4096}, dtypes=dtypes, hardware=hw)
+        f = dict(zip(NAMES, config_features(p, sp, {"BM": 128, "BN": 128, "BK": bk, "num_warps": 8, "num_stages": 3})))
+        return f["k_bytes_a"], f["k_bytes_b"], f["k_bytes_a_off"], f["k_bytes_b_off"]
+
+    assert feats({"a": "bfloat16", "b": "bfloat16", "c": "bfloat16"}, 64) == (0.0, 0.0, 0.0, 0.0)
+    assert feats({"a": "fp8", "b": "fp8", "c": "bfloat16"}, 128) == (0.0, 0.0, 0.0, 0.0)
+    assert feats({"a": "bfloat16", "b": "bfloat16", "c": "bfloat16"}, 32) == (-1.0, -1.0, 1.0, 1.0)
+    assert feats({"a": "fp8", "b": "fp8", "c": "bfloat16"}, 64) == (-1.0, -1.0, 1.0, 1.0)
+    no_k = Space([Param("BLOCK", [256, 1024], role="tile:R"), Param("num_warps", [4, 8], role="warps")])
+    rows = Problem("sm", "row_reduction", {"rows": 4096, "cols": 4096}, dtypes={"x": "float16"}, hardware=hw)
+    f = dict(zip(NAMES, config_features(rows, no_k, {"BLOCK": 1024, "num_warps": 4})))
+    assert f["k_bytes_a"] == f["k_bytes_a_off"] == f["regime*k_bytes_a"] == 0.0

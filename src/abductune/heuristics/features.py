@@ -18,6 +18,12 @@ The list was fixed from first principles before any leave-one-kernel-out figure 
 - the regime (how far the problem sits from the hardware's ridge point) times the features
   whose best value it moves: compute-bound problems want reuse and fewer, larger programs.
 A fact the roles cannot give is 0 (per shape a constant, so it does not rank).
+
+Added in session 18 (issue 27), after looking at the worst zero-shot picks of the zoo's matmuls
+(so figures on those kernels are in-sample for it): each operand's K slice per row in bytes
+(@tile:K x its element size), as log2 over `K_ROW_BYTES`, its distance from it, and the regime
+times it. The tensor cores read shared memory in 128-byte swizzled rows, so a K slice is
+judged in bytes, not elements: 64 bf16 and 128 fp8 elements fill the same row.
 """
 from __future__ import annotations
 
@@ -36,13 +42,17 @@ from ..theory.resources import ACC_MAX, DEFAULT_STAGES, footprint
 
 BASE = ("programs_per_sm", "fill", "wave_eff", "useful", "elems_per_thread", "elems_per_thread_sq",
         "warps", "warps_sq", "stages", "loop_trips", "stages_unused", "smem_frac", "occupancy",
-        "acc_frac", "reuse", "split", "group", "warpgroup_mma", "row_whole")
+        "acc_frac", "reuse", "split", "group", "warpgroup_mma", "row_whole",
+        "k_bytes_a", "k_bytes_b", "k_bytes_a_off", "k_bytes_b_off")
 # the regime moves where these are best (module docstring)
-REGIME_OF = ("programs_per_sm", "elems_per_thread", "warps", "stages", "reuse", "split")
+REGIME_OF = ("programs_per_sm", "elems_per_thread", "warps", "stages", "reuse", "split", "k_bytes_a", "k_bytes_b")
 NAMES = BASE + tuple(f"regime*{n}" for n in REGIME_OF)
 # |log2 distance to the ridge point| past which a problem is plainly one side of it
 REGIME_CLIP = 4.0
 TRITON_DEFAULT_WARPS = 4
+# the width of a swizzled shared-memory row the tensor cores read (NVIDIA's 128-byte swizzle):
+# where a K slice per row sits against it (module docstring); fixed from the hardware, not fitted
+K_ROW_BYTES = 128
 
 
 def regime(problem: Problem, hw: HardwareInfo | None) -> float:
@@ -103,6 +113,12 @@ def config_features(problem: Problem, space: Space, config: Mapping[str, Any],
     f["group"] = _log2(_int(space, config, "group"))
     f["warpgroup_mma"] = 1.0 if on_warpgroup_mma(problem, space, config) else 0.0
     f["row_whole"] = 1.0 if d.row_fits_block else 0.0
+    bk = _int(space, config, "tile:K")
+    if bk:
+        sa, sb, _ = operand_bytes(problem.dtypes)
+        for side, size in (("a", sa), ("b", sb)):
+            f[f"k_bytes_{side}"] = math.log2(bk * size / K_ROW_BYTES)
+            f[f"k_bytes_{side}_off"] = abs(f[f"k_bytes_{side}"])
     r = regime(problem, hw) if rho is None else rho
     return [f[n] for n in BASE] + [r * f[n] for n in REGIME_OF]
 

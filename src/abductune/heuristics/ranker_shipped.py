@@ -5,8 +5,8 @@
 The file (a folder of its own: heuristics/data/ is the observed database) is `Ranker.fit` on
 the zoo's and the bundled datasets (both inside the package): the model as `Ranker.to_dict`
 gives it, the kernels it learned from (name -> source hash), every training shape's
-sufficient statistics (`ranker.ShapeStats`, one target row per clip of the grid), and each
-family's clip and ridge (`ranker.choose_constants`) chosen on all of it and, for every group
+sufficient statistics (`ranker.ShapeStats`, per objective and clip of the grid), and each
+family's clip, ridge and objective (`ranker.choose_constants`) chosen on all of it and, for every group
 of kernels a kernel holdout leaves out together, chosen without that group. A caller scored
 on a recorded problem passes it as `exclude` (a Problem, a Holdout of level kernel or shape,
 or several); where that covers training shapes, the ranker is refitted from the statistics
@@ -40,7 +40,8 @@ from ..problem import Problem
 from ..space import Config, Space
 from ..theory.resources import trouble
 from .features import NAMES, usable
-from .ranker import CLIPS, RIDGES, SELECT_MIN_KERNELS, Ranker, ShapeStats, choose_constants, family, holdout_groups
+from .ranker import (CLIPS, RIDGES, SELECT_MIN_KERNELS, TAUS, Ranker, ShapeStats, choose_constants, constants_of,
+                     family, holdout_groups)
 
 log = logging.getLogger(__name__)
 
@@ -98,18 +99,18 @@ def build(sources: tuple[str, ...] = SOURCES) -> dict[str, Any]:
                for g in holdout_groups(shapes)}
     model = Ranker.from_stats(stats, skipped=skipped, constants=chosen)
     return {"command": COMMAND, "sources": list(sources), "features": list(NAMES), "clips": list(CLIPS),
-            "ridges": list(RIDGES), "select_min_kernels": SELECT_MIN_KERNELS,
+            "ridges": list(RIDGES), "taus": list(TAUS), "select_min_kernels": SELECT_MIN_KERNELS,
             "constants": {"all": _as_json(chosen), "without": {k: _as_json(v) for k, v in without.items()}},
             "kernels": {s.kernel: s.source_hash for s in sorted(stats, key=lambda s: s.kernel)},
             "model": model.to_dict(), "shapes": [s.to_dict() for s in stats]}
 
 
-def _as_json(constants: dict[str, tuple[float, float]]) -> dict[str, list[float]]:
-    return {g: [c, r] for g, (c, r) in sorted(constants.items())}
+def _as_json(constants: dict[str, tuple[float, float, float]]) -> dict[str, list[float]]:
+    return {g: list(c) for g, c in sorted(constants.items())}
 
 
-def _from_json(d: dict[str, Any]) -> dict[str, tuple[float, float]]:
-    return {g: (float(v[0]), float(v[1])) for g, v in d.items()}
+def _from_json(d: dict[str, Any]) -> dict[str, tuple[float, float, float]]:
+    return {g: constants_of(v) for g, v in d.items()}
 
 
 def write(path: Path = PATH) -> Path:
@@ -123,7 +124,7 @@ class Shipped:
     stats: list[ShapeStats]
     kernels: dict[str, str]
     # holdout group (its kernels) -> each family's (clip, ridge) chosen without it (`build`)
-    without: dict[frozenset[str], dict[str, tuple[float, float]]] = dataclasses.field(default_factory=dict)
+    without: dict[frozenset[str], dict[str, tuple[float, float, float]]] = dataclasses.field(default_factory=dict)
 
 
 @lru_cache(maxsize=1)
@@ -133,7 +134,8 @@ def load(path: Path = PATH) -> Shipped:
         raise AbductuneError(f"no shipped ranker at {path}: regenerate it with `{COMMAND}`")
     d = json.loads(path.read_text())
     if list(d.get("features") or []) != list(NAMES) or d.get("clips") != list(CLIPS) \
-            or d.get("ridges") != list(RIDGES) or d.get("select_min_kernels") != SELECT_MIN_KERNELS:
+            or d.get("ridges") != list(RIDGES) or d.get("taus") != list(TAUS) \
+            or d.get("select_min_kernels") != SELECT_MIN_KERNELS:
         raise AbductuneError(f"{path} was fitted over other features or constants: regenerate it with `{COMMAND}`")
     stats = [ShapeStats.from_dict(s) for s in d["shapes"]]
     without = {frozenset(k.split("+")): _from_json(v) for k, v in d["constants"]["without"].items()}
@@ -164,11 +166,11 @@ def shipped_ranker(exclude: Any = None) -> tuple[Ranker, tuple[str, ...]]:
     return _REFITS[gone], tuple(sorted(left))
 
 
-def refit_constants(sh: Shipped, left: frozenset[str]) -> dict[str, tuple[float, float]]:
-    """Each family's (clip, ridge) for a refit without the training kernels `left`: those
+def refit_constants(sh: Shipped, left: frozenset[str]) -> dict[str, tuple[float, float, float]]:
+    """Each family's (clip, ridge, tau) for a refit without the training kernels `left`: those
     chosen without the holdout group that holds them all (`build`: nested, so never chosen
     with the kernel a figure is scored on); where no group holds them all (a holdout of
-    several kernels), the hand-set CLIP and RIDGE, which no figure chose."""
+    several kernels), the hand-set `ranker.HAND_SET`, which no figure chose."""
     got = next((c for g, c in sh.without.items() if left <= g), None)
     if got is None:
         log.info("ranker refit without %s: no constants chosen without them all; the hand-set ones",

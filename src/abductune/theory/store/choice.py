@@ -9,7 +9,7 @@ the recorded time over the shape's optimum (the ranker's first pick; the theory'
 the next source where every rule is declined), and the kernel's own default's. Each answer is
 learned without K' ("all"), and again without K' and each other kernel K of its class
 ("without"), so a choice made for K never rests on K's data: the ranker and the theory are
-refitted without both (the ranker with the hand-set clip and ridge,
+refitted without both (the ranker with the hand-set clip, ridge and objective,
 `ranker_shipped.refit_constants`, as no holdout group holds both kernels).
 
 `order_for(kernel class, holdouts, chain)` compares two answers on the class's other kernels:
