@@ -355,3 +355,29 @@ def test_an_early_worker_the_provider_will_not_use_is_shut_down():
 
     assert HM.adopt_worker(P(), w) is False and _FakeWorker.events == [("shutdown", w)]
     assert HM.adopt_worker(P(), None) is False
+
+
+def test_the_compile_timeout_follows_the_seeds_and_is_put_back():
+    """A config that hangs the compiler must not cost Helion's whole timeout (60 s; 30 s after its
+    own adaptive step): once the seeds have compiled, the rest of the search is cut at five times
+    the slowest seed's compile, never below ten seconds, and the kernel's setting is restored."""
+    assert HS.compile_timeout(60, [0.4, 1.5]) == 10
+    assert HS.compile_timeout(60, [4.0]) == 20
+    assert HS.compile_timeout(15, [4.0]) == 15  # never above the user's own timeout
+    assert HS.compile_timeout(60, []) == 60
+    bound, args = _kernel("mm")
+    seen_timeouts: list = []
+    box: dict = {}
+
+    def true(c):
+        seen_timeouts.append(box["s"].settings.autotune_compile_timeout)
+        return 1.0 + _tiles(c)
+
+    s = AbductuneSearch(bound, args, benchmark_provider_cls=_provider(Model(true)), max_evaluations=12)
+    box["s"] = s
+    before = s.settings.autotune_compile_timeout
+    s.settings.autotune_adaptive_timeout = True
+    s.autotune(skip_cache=True)
+    assert before > 10 and seen_timeouts[0] == before  # the seeds compile under the user's timeout
+    assert seen_timeouts[-1] == 10 and s.report["compile_timeout_s"] == 10
+    assert s.settings.autotune_compile_timeout == before

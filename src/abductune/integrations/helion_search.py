@@ -71,6 +71,12 @@ COUPLED_SHARE = 1 / 4
 # re-timed interleaved for about FINAL_TARGET_MS each (Helion's own searches: 8 and 5000 ms,
 # sized for hundreds of configs; a few tens need a shorter look)
 FINAL_TOP_K = 5
+# A config whose compile takes this many times the slowest seed's (and at least the floor) is cut
+# off: Helion's own searches cut at the 90th percentile of their first population, never below
+# 30 s, which is three times a whole 24-evaluation search of ours; one exploring draw that hung
+# the compiler (layer_norm, block 4096, persistent) cost 60 s of an 80 s search on the H100.
+COMPILE_TIMEOUT_FACTOR = 5.0
+COMPILE_TIMEOUT_FLOOR_S = 10.0
 FINAL_TARGET_MS = 200.0
 
 
@@ -262,6 +268,10 @@ class AbductuneSearch(PopulationBasedSearch):
             run.run(seeds)
             return self._finish(run, hmap, problem, t_start)
         finally:
+            was = getattr(self, "_compile_timeout_was", None)
+            if was is not None:  # the kernel's settings outlive this search
+                self.settings.autotune_compile_timeout = was
+                self._compile_timeout_was = None
             if store is not self.store:
                 store.close()
             # keep Helion's benchmark worker for the next search (helion_worker), before
@@ -320,6 +330,16 @@ class AbductuneSearch(PopulationBasedSearch):
             except exc.NoConfigFound:
                 chosen = member
         return chosen, time.perf_counter() - t0
+
+
+def compile_timeout(current: float, seed_compile_s: Sequence[float]) -> int:
+    """The compile timeout for the rest of a search: `COMPILE_TIMEOUT_FACTOR` times the slowest
+    seed's compile, at least `COMPILE_TIMEOUT_FLOOR_S`, never above `current`; `current` where no
+    seed compiled."""
+    times = [t for t in seed_compile_s if t and t > 0]
+    if not times:
+        return int(current)
+    return int(min(current, max(COMPILE_TIMEOUT_FLOOR_S, COMPILE_TIMEOUT_FACTOR * max(times))))
 
 
 class _Phases:
@@ -445,6 +465,7 @@ class _Phases:
 
     def run(self, seeds: Sequence[Seed]) -> None:
         self.fixed("seeds", [s.config for s in seeds], seeds)
+        self.tighten_compile_timeout()
         if self.best is None:
             self.anchor = dict(seeds[0].config)
         else:
@@ -464,6 +485,21 @@ class _Phases:
             if self.left() <= 0 or self.out_of_time():
                 break
             self.view(f"rest{i + 1}", names, self.left(), seed=self.search.seed + 1)
+
+    def tighten_compile_timeout(self) -> None:
+        """Helion's compile timeout, lowered from the seeds' compile times (`compile_timeout`),
+        where Helion's adaptive timeouts are on; the setting is put back when the search ends."""
+        settings = self.search.settings
+        if not getattr(settings, "autotune_adaptive_timeout", False):
+            return
+        times = [m.compile_time for m in {id(m): m for m in self.shared.members.values()}.values()
+                 if getattr(m, "compile_time", None)]
+        now = settings.autotune_compile_timeout
+        new = compile_timeout(now, times)
+        if new < now:
+            self.search._compile_timeout_was = now
+            settings.autotune_compile_timeout = new
+            self.search.report["compile_timeout_s"] = new
 
     def _sweep(self) -> None:
         """Every swept value once on the incumbent (one batch), then the improving ones together."""
