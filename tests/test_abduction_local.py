@@ -124,3 +124,28 @@ def test_a_batch_takes_no_near_duplicate_while_other_moves_remain():
     batch = [t.config for t in eng._next_tests()]
     keys = [key(c) for c in batch]
     assert len(batch) == eng.s.batch and not set(keys) & measured and len(set(keys)) == len(keys)
+
+
+def test_an_unseen_value_between_two_seen_ones_is_as_promising_as_the_better():
+    """The additive model holds an unseen ordered value level with the faster of its nearest
+    seen values on either side (a unimodal profile may dip anywhere between them), and an edge
+    value with its one neighbour. After a coarse probe BLOCK 128 -> 32 measured 2x slower, the
+    step between them, 64, is a tie with the incumbent, not half a loss (interpolation, which
+    session 17 did, ranked it behind every untried move), and it comes with the other single
+    moves, before any two-parameter move."""
+    import numpy as np
+
+    from abductune.search.abduction.model import _fill_unseen
+
+    fx = np.array([0.0, 0.3, 0.0, -0.2, 0.0, 0.5])
+    seen = np.array([False, True, False, True, False, True])
+    assert np.allclose(_fill_unseen(fx, seen), [0.3, 0.3, -0.2, -0.2, -0.2, 0.5])
+    inc = {"BLOCK": 128, "GROUP": 4, "layout": "row", "num_stages": 2}
+    eng = _engine({SPACE.key(inc): 1.0, SPACE.key({**inc, "BLOCK": 32}): 2.0})
+    model = eng._model()
+    at = {b: float(model.predict([{**inc, "BLOCK": b}])[0]) for b in (16, 32, 64, 128)}
+    assert at[64] == at[128] and at[32] > at[128] and at[16] == at[32]
+    tests = eng._local(inc)
+    moved = [sum(t.config[n] != inc[n] for n in SPACE.names) for t in tests]
+    step = next(i for i, t in enumerate(tests) if t.config == {**inc, "BLOCK": 64})
+    assert tests[step].gain == 0.0 and step < moved.index(2)  # among the single moves, before any pair

@@ -149,7 +149,7 @@ def test_moves_within_noise_tie_and_go_coarse_first_one_per_parameter():
                    - SPACE[moved(t.config)[0]].index(inc[moved(t.config)[0]])) == COARSE_STEP for t in first)
     # a gain beyond noise still ranks by the model, and a predicted loss beyond noise from a
     # measured value goes last
-    eng = _engine({SPACE.key(inc): 1.0, SPACE.key(_cfg(256, 4, 2)): 0.7, SPACE.key(_cfg(128, 1, 2)): 1.5})
+    eng = _engine({SPACE.key(inc): 1.0, SPACE.key(_cfg(256, 4, 2)): 0.7, SPACE.key(_cfg(128, 2, 2)): 1.5})
     eng.inc = inc
     ranked = eng._ranked(eng._local(inc))
     assert ranked[0].config["BLOCK"] >= 256 and ranked[-1].config["GROUP"] < 4
@@ -210,11 +210,13 @@ class SingleSample(FakeEvaluator):
 
 def test_a_polled_out_incumbent_restarts_at_once():
     """The incumbent stood against every point of pattern search's poll: the search restarts
-    from another basin then, not after twice `patience` tests (16 here)."""
+    from another basin then, not after twice `patience` tests (16 here). (Budget 28: session
+    18's engine, which holds an unseen warp count level with the better neighbour, polls the
+    other basin in another order and reaches its 1.1 ms config by the 28th measurement.)"""
     ev = FakeEvaluator(CUBE, _cube_basins)
     ev.problem = ROWS
     local, far = {"BLOCK": 512, "WARPS": 8, "num_stages": 3}, {"BLOCK": 32, "WARPS": 2, "num_stages": 2}
-    res = run(make_strategy("abduction", seed=0), ev, Budget(24), seeds=[local, far])
+    res = run(make_strategy("abduction", seed=0), ev, Budget(28), seeds=[local, far])
     assert not any("generic mode" in e.get("reason", "") for e in res.events)
     moves = [i for i, e in enumerate(res.events) if e["event"] == "move" and "restart" in e.get("reason", "")]
     assert moves, [e.get("reason") for e in res.events if e["event"] in ("move", "fallback")]

@@ -20,12 +20,13 @@ The loop, one small batch at a time:
    here keep failing, a share of each batch explores the whole space (`_global_slots`,
    `_explore_tests`: a space-filling start, then TPE) whatever anyone predicts, and each
    theory gets one test per batch, until the theories have won EARN_TRUST tests here
-   (`_pooled_trust`). The share is sized by duels (`_duel`): in a batch, did the exploring
-   share or the local tests find a config faster than the incumbent and the other side's?
-   Half a batch at first (rounded down), more while exploring wins, less as the local tests
-   do, never the whole batch; once the theories have earned trust it goes on only while
-   exploring keeps winning (from a poor seed any move wins, so the theories' wins alone do not
-   show that exploring has nothing left to find). A local search from a seed the theories got
+   (`_pooled_trust`). The share is sized by each side's record (`_tally_sides`): how many of
+   the exploring share's tests, and of the local tests, beat the incumbent beyond noise
+   (Laplace's rule over each). Half a batch at first (rounded down); it yields while the local
+   tests keep winning and grows as they stall or as exploring wins; never the whole batch;
+   once the theories have earned trust it goes on only while exploring keeps winning (from a
+   poor seed any move wins, so the theories' wins alone do not show that exploring has nothing
+   left to find). A local search from a seed the theories got
    wrong stays in that seed's basin; a draw from the whole space does not. These are logged
    as "trust" and "explore" events, which `explain` prints with the verdict that decided
    them.
@@ -49,7 +50,8 @@ The loop, one small batch at a time:
    others). A move that wins sends the engine back to step 2 at the new incumbent, where the
    same move once more (`extend`, Hooke and Jeeves's pattern move) competes on that scale with
    the gain it just showed times the credibility continuations earned in this run. Moves the
-   model cannot tell apart (values it has not seen) go coarse first, a single parameter moved
+   model cannot tell apart (values it has not seen, which it holds level with the better of
+   the nearest seen values on either side) go coarse first, a single parameter moved
    COARSE_STEP values before one, as pattern search polls; and a config that differs from a
    measured one only in parameters that made no difference wherever this run varied them
    alone (`_inert`: stages in a kernel with no loop) comes after every other test.

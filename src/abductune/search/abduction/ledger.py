@@ -9,7 +9,8 @@ from ...space import Config
 from ...theory.evidence import credibility
 from ...theory.library import BY_NAME
 from ..base import Proposals
-from .moves import COMPOSE, EXPLORE, EXTEND, MODEL, START, TPE_TEST, _composition, _continuation, _describe, _Test
+from .moves import (COMPOSE, EXPLORE, EXTEND, GLOBAL_KINDS, LOCAL, MODEL, START, TPE_TEST, _composition,
+                    _continuation, _describe, _Test)
 
 # Exploration when the theories fail on a kernel (`_Engine._pooled_trust`): after this many of
 # their tests here did not win, and while fewer than about one in three of their tests won
@@ -112,28 +113,33 @@ class RunLedger:
         whole space, a space-filling start and then TPE over what it was told). A local search
         from a seed the theories got wrong stays in that seed's basin, and on a rugged space
         moving one or two parameters at a time from a poor start loses to drawing from the
-        whole space (issue 27). The share is the exploring share's chance of beating the local
-        tests, by Laplace's rule over the duels of earlier batches (`_duel`: which side found
-        the faster config), times the batch, rounded down: half at first, more while exploring
-        finds the faster configs, less as the local tests (the theories' among them) do; at
-        least one slot stays local, so the search always refines what exploration found. While
-        the theories have not earned trust on this kernel (`_pooled_trust`) the share keeps at
-        least one slot; once they have, it lasts only while exploring has won a duel and still
-        holds a slot by that rule (on a kernel the theories were confirmed on it never starts
-        unless they lose their trust). A change of size is logged as an "explore" event, which
-        `explain` prints."""
-        local, explore = self.duels
-        share = math.floor(b * (explore + 1.0) / (local + explore + 2.0))
+        whole space (issue 27). Each side's chance that its next test beats the incumbent
+        beyond noise is Laplace's rule over its tests so far in this run (`_tally_sides`); the
+        share is the exploring side's part of the two chances, times the batch, rounded down:
+        half at first; it yields while the local tests (the theories' among them) keep finding
+        wins and grows as they stall, each of their misses lowering their chance, or as
+        exploring wins. At least one slot stays local, so the search always refines what
+        exploration found. While the theories have not earned trust on this kernel
+        (`_pooled_trust`) the share keeps at least one slot; once they have, it lasts only
+        while an exploring test has won and the share still holds a slot by that rule (on a
+        kernel the theories were confirmed on it never starts unless they lose their trust).
+        Session 17 sized it by duels (per batch, which side found the faster config): one
+        score per batch, and none for a batch where neither side won, so a local search that
+        stalled batch after batch never gave exploring more room. A change of size is logged
+        as an "explore" event, which `explain` prints."""
+        (lw, ln), (ew, en) = self.sides[LOCAL], self.sides[EXPLORE]
+        p_local, p_explore = (lw + 1.0) / (ln + 2.0), (ew + 1.0) / (en + 2.0)
+        share = math.floor(b * p_explore / (p_local + p_explore))
         n = 0 if b < 2 else max(1, min(b - 1, share)) if self.distrusted else \
-            min(b - 1, share) if explore > 0 else 0
+            min(b - 1, share) if ew > 0 else 0
         if n != self.explore_share:
             self.explore_share = n
-            self.ctx.log("explore", slots=n, batch=b, local_won=local, explore_won=explore,
-                         reason=(f"{n} of {b} tests per batch draw from the whole space: the exploring share found the "
-                                 f"faster configs in {explore} batches, the local tests in {local}" if n else
+            self.ctx.log("explore", slots=n, batch=b, local_won=lw, local_tests=ln, explore_won=ew, explore_tests=en,
+                         reason=(f"{n} of {b} tests per batch draw from the whole space: {ew} of the exploring share's "
+                                 f"{en} tests beat the incumbent, {lw} of the local tests' {ln}" if n else
                                  "no exploring share: the theories have earned trust on this kernel and "
-                                 f"exploring has not held its own since (it found the faster configs in {explore} "
-                                 f"batches, the local tests in {local})"))
+                                 f"exploring has not held its own ({ew} of its {en} tests beat the incumbent, "
+                                 f"{lw} of the local tests' {ln})"))
         return n
 
     def _pooled_trust(self) -> None:
@@ -202,6 +208,7 @@ class RunLedger:
         for t in tests:
             v = led.record(t.theory, t.config, inc, confirmed=t is confirmed)
             self.ctx.log("verdict", **v.to_dict())
+            self._tally_sides(t, v.outcome)
             tally = self.move_tally.setdefault(self._move(inc, t.config), [0, 0])
             tally[0] += v.outcome == "supported"
             tally[1] += v.outcome in ("refuted", "failed")
@@ -217,7 +224,6 @@ class RunLedger:
         counted = [t for t in tests if t.theory != EXPLORE and (t.theory != TPE_TEST or not self.generic)]
         self.stale = 0 if significant else self.stale + len(counted)
         self._theory_trust(tests)
-        self._duel(tests)
         if not winners:
             return
         best = min(winners, key=lambda t: led.estimate(t.config))
@@ -241,23 +247,16 @@ class RunLedger:
         then it counts as no effect and is run off at the stall (`_run_off`)."""
         return outcome != "close" or self.stale >= self.patience
 
-    def _duel(self, tests: Sequence[_Test]) -> None:
-        """Score a batch that held the exploring share (`_global_slots`) and local tests: the
-        side whose fastest config beat both the incumbent and the other side's beyond the noise
-        threshold wins the duel (`duels`), which sizes the exploring share of the next batches;
-        a batch where neither side improved on the incumbent says nothing about which finds
-        improvements, and scores nothing."""
-        led = self.ledger
-        ex = [led.estimate(t.config) for t in tests if t.theory == EXPLORE]
-        local = [led.estimate(t.config) for t in tests if t.theory != EXPLORE]
-        if not ex or not local:
-            return
-        thr = led.threshold(self.inc, self.inc)
-        best_ex, best_local, now = min(ex), min(local), led.estimate(self.inc)
-        if best_ex * (1.0 + thr) < min(best_local, now):
-            self.duels[1] += 1
-        elif best_local * (1.0 + thr) < min(best_ex, now):
-            self.duels[0] += 1
+    def _tally_sides(self, t: _Test, outcome: str) -> None:
+        """Count a judged test for the side it came from (`sides`, which sizes the exploring
+        share: `_global_slots`): the exploring share's draws, or the local side (the theories'
+        tests and the moves around the incumbent); a win is a verdict "supported", faster than
+        the incumbent beyond the noise threshold. TPE's and the model's proposals and the
+        start are neither."""
+        side = EXPLORE if t.theory == EXPLORE else None if t.theory in GLOBAL_KINDS else LOCAL
+        if side is not None:
+            self.sides[side][0] += outcome == "supported"
+            self.sides[side][1] += 1
 
     def _compose(self, inc: Config, others: Sequence[_Test], best: _Test) -> None:
         """Queue the winner plus each other winning move on different parameters."""

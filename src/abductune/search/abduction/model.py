@@ -17,10 +17,12 @@ class Additive:
     """log time ~ mu + sum of per-parameter value effects + a few pairwise effects, fitted by
     backfitting with shrinkage (a value seen n times keeps n/(n+1) of its mean residual). An
     ordered parameter's unseen value takes the effect interpolated between its nearest seen
-    values (times are smooth in tile sizes and counts); an unordered one's takes 0."""
+    values (times are smooth in tile sizes and counts), or with `unimodal` the better of them
+    (`_fill_unseen`); an unordered one's takes 0."""
 
     def __init__(self, space: Space, rows: Sequence[tuple[Config, float]],
-                 pairs: Sequence[tuple[str, str]] = (), sweeps: int = 4, shrink: float = 1.0):
+                 pairs: Sequence[tuple[str, str]] = (), sweeps: int = 4, shrink: float = 1.0,
+                 unimodal: bool = False):
         self.space = space
         self.params = list(space.params)
         pos = {p.name: i for i, p in enumerate(self.params)}
@@ -47,10 +49,11 @@ class Additive:
                 size = len(self.params[a].values) * nb
                 n = np.bincount(idx, minlength=size)
                 self.pair_fx[q] = (np.bincount(idx, weights=r, minlength=size) / (n + shrink)).reshape(-1, nb)
-        for j, p in enumerate(self.params):  # fill unseen ordered values by interpolation
+        for j, p in enumerate(self.params):
             if p.ordered and self.seen[j].any() and not self.seen[j].all():
                 at = np.flatnonzero(self.seen[j])
-                self.main[j] = np.interp(np.arange(len(p.values)), at, self.main[j][at])
+                self.main[j] = _fill_unseen(self.main[j], self.seen[j]) if unimodal else \
+                    np.interp(np.arange(len(p.values)), at, self.main[j][at])
 
     def _fit(self, X: np.ndarray, skip_main: int = -1, skip_pair: int = -1) -> np.ndarray:
         f = np.full(len(X), self.mu)
@@ -67,6 +70,25 @@ class Additive:
             return np.zeros(0)
         X = np.array([[p.index(c[p.name]) for p in self.params] for c in configs], dtype=np.int64)
         return self._fit(X)
+
+
+def _fill_unseen(effects: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """Effects of an ordered parameter with its unseen values filled: each takes the lower
+    (faster) effect of its nearest seen values on either side, the one seen value where it has
+    one side only. A profile along a tile size or a count is often unimodal, and its minimum
+    may lie anywhere between two seen values, so an unseen value between them is as promising
+    as the better of the two. Interpolating between them (session 17) made a coarse probe that
+    lost rank the finer step before it as half a loss: after a tile of 32 measured slower than
+    128, the model ranked 64 behind every untried move, where pattern search would try it next,
+    and on a zoo matmul the optimum was that step. The engine assumes this where the diagnosis
+    explains the space (tiles, warps and stages by role); generic mode, which knows nothing of
+    its parameters, interpolates (`ModelFit._fit_model`)."""
+    idx = np.arange(len(effects))
+    left = np.maximum.accumulate(np.where(seen, idx, -1))
+    right = np.minimum.accumulate(np.where(seen, idx, len(idx))[::-1])[::-1]
+    from_left = np.where(left >= 0, effects[np.clip(left, 0, None)], np.inf)
+    from_right = np.where(right < len(idx), effects[np.clip(right, None, len(idx) - 1)], np.inf)
+    return np.where(seen, effects, np.minimum(from_left, from_right))
 
 
 def latin_hypercube(space: Space, n: int, rng: np.random.Generator) -> list[Config]:
@@ -126,7 +148,7 @@ class ModelFit:
         inter = interactions(self.space, [m for m in self.measured if m.ok], names=top) if len(top) > 1 else {}
         pairs = [p for p, v in sorted(inter.items(), key=lambda kv: -kv[1]) if v >= PAIR_MIN][:PAIR_TERMS]
         self._imp, self._inter, self._pairs = imp, inter, pairs
-        return Additive(self.space, ok, pairs, shrink=self._shrink(ok))
+        return Additive(self.space, ok, pairs, shrink=self._shrink(ok), unimodal=not self.generic)
 
     def _shrink(self, rows: list[tuple[Config, float]]) -> float:
         """The additive model's shrinkage, as a ridge penalty is set: the variance of one
@@ -149,4 +171,4 @@ class ModelFit:
         self._model()  # chooses the interaction terms (self._pairs) on all the measurements
         rows = self._rows()
         pick = self.ctx.np_rng.integers(len(rows), size=len(rows))
-        return Additive(self.space, [rows[int(i)] for i in pick], self._pairs)
+        return Additive(self.space, [rows[int(i)] for i in pick], self._pairs, unimodal=not self.generic)

@@ -284,8 +284,9 @@ class BatchPlanner:
 
     def _local(self, inc: Config) -> list[_Test]:
         """Multi-parameter moves around the incumbent, ranked by the additive model's predicted
-        gain; on ties (values the model has not seen, which it holds level with the nearest it
-        has) coarse before fine, as pattern search polls (`_coarse_first`)."""
+        gain; on ties (values the model has not seen, which it holds level with the better of
+        the nearest it has on either side) coarse before fine, as pattern search polls
+        (`_coarse_first`)."""
         sp = self.space
         model = self._model()
         cands: dict[tuple, Config] = {}

@@ -17,7 +17,7 @@ from ..base import Proposals, SearchContext, Strategy
 from ..tpe import TPEModel
 from .ledger import RunLedger, _unseen_kernel
 from .model import Additive, ModelFit, latin_hypercube
-from .moves import START, _Test
+from .moves import EXPLORE, LOCAL, START, _Test
 from .planning import BatchPlanner, informative
 from .stop import StopRule
 
@@ -34,9 +34,10 @@ class Abduction(Strategy):
     of the additive model in every batch, on top of `batch`), stop_early=False (end before the
     budget once the search has settled: see `_Engine._settled`), explore_unseen=True (on a
     kernel no theory was confirmed on, a share of each batch draws from the whole space, a
-    space-filling start and then TPE, sized by how often that share found the faster configs,
-    and each theory gets one test per batch, until the theories have won EARN_TRUST tests on
-    it, and the share goes on after that only while it keeps finding the faster configs: see
+    space-filling start and then TPE, sized by how often its tests and the local tests beat
+    the incumbent, and each theory gets one test per batch, until the theories have won
+    EARN_TRUST tests on it, and the share goes on after that only while its tests keep
+    winning: see
     `_Engine._pooled_trust`, `_global_slots`; session 16's form polled the incumbent's
     neighbourhood instead, and stayed in the basin of a seed the theories got wrong)."""
 
@@ -99,7 +100,8 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         self._cannot_run: dict[tuple, str | None] = {}  # config key -> why it cannot launch (None: it can)
         self.distrusted = False  # the theories have not earned trust on this kernel (`_global_slots`)
         self.explore_share = 0  # slots of the last batch that explored the whole space (`_global_slots`)
-        self.duels = [0, 0]  # batches whose faster side was [local tests, the exploring share] (`_duel`)
+        # per side, [tests that beat the incumbent beyond noise, tests] (`_tally_sides`)
+        self.sides = {LOCAL: [0, 0], EXPLORE: [0, 0]}
         self.explore_start: list[Config] | None = None  # the exploring share's space-filling start
         self.close_calls: list[tuple[tuple, Config]] = []  # (incumbent key, a close call it has not run off)
         self.theory_trust: dict[str, bool] = {}  # theory -> keeps its credit on this kernel (`_theory_trust`)
