@@ -80,8 +80,8 @@ engine knows nothing about:
 
 - every batch mixes `tpe_slots` TPE proposals, `model_slots` proposals from the whole space by
   Thompson sampling of the additive model (fitted to a bootstrap resample of the measurements,
-  so it explores what it knows little about), and the best-ranked local moves (the rest of
-  `batch`);
+  so it explores what it knows little about; `seeded_model_slots`, none by default, once seeds
+  were measured), and the best-ranked local moves (the rest of `batch`);
 - `patience` counts only the tests the engine chose itself (local moves, model proposals): a
   TPE miss says nothing about the incumbent's basin;
 - when nothing measured says how noisy the times are (single samples, no repeats), the best

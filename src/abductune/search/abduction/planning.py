@@ -53,7 +53,7 @@ class BatchPlanner:
 
     def _next_tests(self) -> list[_Test]:
         # generic mode: the model's Thompson-sampled proposals come on top of the batch
-        b = self.s.batch + (self.s.model_slots if self.generic else 0)
+        b = self.s.batch + (self.model_slots if self.generic else 0)
         tests: list[_Test] = []
         taken: set[tuple] = set()
 
@@ -102,7 +102,7 @@ class BatchPlanner:
                 n_tpe = min(self.s.tpe_slots, b - len(tests)) if self.generic else 0
                 local = self._local(self.inc)
                 if self.generic:
-                    tests += self._model_tests(min(self.s.model_slots, b - n_tpe - len(tests)), taken)
+                    tests += self._model_tests(min(self.model_slots, b - n_tpe - len(tests)), taken)
                 # theory hypotheses and finishing moves compete on one scale: log expected speed-up
                 self._fill(self._ranked(hyps + local), b - n_tpe, take, tests)
         tests += explore

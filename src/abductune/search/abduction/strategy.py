@@ -31,7 +31,10 @@ class Abduction(Strategy):
     patience=None (tests without a win beyond noise before TPE takes over, or in generic
     mode local tests before a restart; None: twice the tuned parameters, at least 8), tpe_slots=2 (generic mode: TPE proposals
     in every batch, part of `batch`), model_slots=1 (generic mode: Thompson-sampled proposals
-    of the additive model in every batch, on top of `batch`), stop_early=False (end before the
+    of the additive model in every batch, on top of `batch`), seeded_model_slots=0 (the same
+    when seeds were measured: None keeps `model_slots`; session 18, on synthetic generic
+    landscapes with poor seeds the model fitted to a cluster of seeds and a few draws spent
+    its slot where seeded random did better), stop_early=False (end before the
     budget once the search has settled: see `_Engine._settled`), explore_unseen=True (on a
     kernel no theory was confirmed on, a share of each batch draws from the whole space, a
     space-filling start and then TPE, sized by how often its tests and the local tests beat
@@ -46,7 +49,8 @@ class Abduction(Strategy):
     def __init__(self, seed: int = 0, batch: int = 3, confidence: float = CONFIDENCE,
                  noise_floor: float = NOISE_FLOOR, startup: int = 8, patience: int | None = None,
                  tpe_slots: int = 2, model_slots: int = 1, stop_early: bool = False,
-                 seeded_startup: int | None = None, explore_unseen: bool = True, **options: Any):
+                 seeded_startup: int | None = None, explore_unseen: bool = True,
+                 seeded_model_slots: int | None = 0, **options: Any):
         super().__init__(seed, **options)
         self.batch = opt.integer(self.name, "batch", batch, 1, 8)
         self.confidence = opt.number(self.name, "confidence", confidence, 0.1, 10)
@@ -57,6 +61,8 @@ class Abduction(Strategy):
         self.patience = None if patience is None else opt.integer(self.name, "patience", patience, 1)
         self.tpe_slots = opt.integer(self.name, "tpe_slots", tpe_slots, 0, 8)
         self.model_slots = opt.integer(self.name, "model_slots", model_slots, 0, 8)
+        self.seeded_model_slots = self.model_slots if seeded_model_slots is None else \
+            opt.integer(self.name, "seeded_model_slots", seeded_model_slots, 0, 8)
         self.stop_early = opt.boolean(self.name, "stop_early", stop_early)
         self.explore_unseen = opt.boolean(self.name, "explore_unseen", explore_unseen)
 
@@ -87,6 +93,8 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         free = sum(len(p.values) > 1 for p in self.space.params)
         self.patience = strategy.patience or max(8, 2 * free)
         self.startup = strategy.startup
+        # generic mode's Thompson-sampled slots: fewer once seeds were measured (`seeded_model_slots`)
+        self.model_slots = strategy.seeded_model_slots if ctx.history else strategy.model_slots
         self.diag_cache: dict[tuple, Diagnosis] = {}
         self.move_tally: dict[frozenset, list[int]] = {}  # move -> [supported, refuted]
         self._pending_trials: dict[tuple, Any] = {}  # config key -> the TPE trial that proposed it
