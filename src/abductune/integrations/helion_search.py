@@ -264,14 +264,12 @@ class AbductuneSearch(PopulationBasedSearch):
         self.report = {"problem": problem.to_dict(), "roles": dict(hmap.roles),
                        "seeds": [{"source": s.source, "config": hmap.to_flat(s.config)} for s in seeds],
                        "pinned": self._pin(hmap, seeds), "phases": run.phases}
+        timeout = self.settings.autotune_compile_timeout  # `tighten_compile_timeout` lowers it
         try:
             run.run(seeds)
             return self._finish(run, hmap, problem, t_start)
         finally:
-            was = getattr(self, "_compile_timeout_was", None)
-            if was is not None:  # the kernel's settings outlive this search
-                self.settings.autotune_compile_timeout = was
-                self._compile_timeout_was = None
+            self.settings.autotune_compile_timeout = timeout  # the kernel's settings outlive this search
             if store is not self.store:
                 store.close()
             # keep Helion's benchmark worker for the next search (helion_worker), before
@@ -497,7 +495,6 @@ class _Phases:
         now = settings.autotune_compile_timeout
         new = compile_timeout(now, times)
         if new < now:
-            self.search._compile_timeout_was = now
             settings.autotune_compile_timeout = new
             self.search.report["compile_timeout_s"] = new
 
