@@ -188,7 +188,10 @@ def test_cancel_stop_and_stale_socket(rt):
     pid = daemon.status()[0]["pid"]
     p = subprocess.Popen([*EXE, "tune", "--kernel", "matmul_fp16", "--budget", "64", "--full-budget"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # the client is waiting on the daemon's replay
+    deadline = time.monotonic() + 60  # cancel once the daemon runs the command, not before
+    while (daemon.status()[0].get("state") != "busy" or p.poll() is not None) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the client is waiting on the daemon's replay
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
@@ -211,6 +214,23 @@ def test_cancel_stop_and_stale_socket(rt):
     loc = cli("tune", "--kernel", "gelu_mul_fp16", "--budget", "4")
     assert loc.returncode == 0 and "running in the abductune daemon" not in loc.stderr
     assert not list(rt.glob("*.sock"))
+
+
+def test_warm_imports_what_a_command_reaches(tmp_path, monkeypatch):
+    """A cancel that lands inside an import ends the daemon, so the warm-up imports every
+    module a replayed `tune` reaches: running one afterwards imports nothing of ours."""
+    import contextlib
+    import io
+
+    from abductune.cli import inprocess
+
+    monkeypatch.setenv("ABDUCTUNE_STORE", str(tmp_path / "s.sqlite"))
+    server._import_package()
+    before = set(sys.modules)
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        assert inprocess.run_command(["tune", "--kernel", "matmul_fp16", "--budget", "8"]) == 0
+    late = sorted(m for m in set(sys.modules) - before if m.startswith("abductune"))
+    assert not late, late
 
 
 def test_idle_daemon_exits_and_cleans_up(rt):

@@ -32,9 +32,10 @@ def _warm() -> dict[str, Any]:
 
     # a cancel that lands inside an import leaves a module half-initialised; import the heavy
     # ones now so that a command rarely imports anything (see `_Server._handle`)
-    for name in ("torch", "triton", "optuna"):
+    for name in ("torch", "triton", "optuna", "numpy.random", "numpy.ma", "secrets", "rich._emoji_codes"):
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    _import_package()
 
     facts: dict[str, Any] = {"gpu": None}
     from ..measure.target import visible_gpu
@@ -50,6 +51,27 @@ def _warm() -> dict[str, Any]:
         facts["gpu"] = gpu[0]
     facts["warm_s"] = round(time.perf_counter() - t0, 2)
     return facts
+
+
+# not imported ahead: integrations load optional libraries, a fleet's driver never runs here
+_NOT_AHEAD = ("abductune.integrations", "abductune.fleet", "abductune.daemon", "abductune.__main__")
+
+
+def _import_package() -> None:
+    """Import every module a command may reach (kernels, replay, sweep, strategies...) so
+    that a cancel almost never lands inside an import, which would end the daemon."""
+    import importlib
+    import pkgutil
+
+    from .. import __path__ as pkg_path
+
+    for m in pkgutil.walk_packages(pkg_path, "abductune."):
+        if m.name.startswith(_NOT_AHEAD) or m.name.endswith(".__main__"):
+            continue
+        try:
+            importlib.import_module(m.name)
+        except Exception as e:  # an optional dependency missing: the command imports it then
+            log.debug("not imported ahead: %s (%s)", m.name, e)
 
 
 def _release_workers() -> None:
