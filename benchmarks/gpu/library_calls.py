@@ -161,3 +161,26 @@ def flaggems_rows() -> None:
         dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
         ref = dy.float() - out.float().exp() * dy.float().sum(-1, keepdim=True)
         _check(f"flaggems log_softmax_backward {m}x{n}", log_softmax_backward(dy, out, 1, torch.bfloat16), ref, 3e-2)
+
+
+FLAGGEMS_VAR_MEAN_MN = ((4096, 5120), (2048, 14336), (16384, 4096))
+FLAGGEMS_SMX_BWD_MN = ((4096, 32000), (8192, 4096), (2048, 14336))
+
+
+def flaggems_rows2() -> None:
+    """FlagGems' Welford variance and mean over the last dimension (`var_mean_welford_kernel`:
+    BLOCK_M rows, a loop over the row in BLOCK_N columns, warps) and its softmax backward
+    (`softmax_backward_kernel_inner`: TILE_N, rows per program from a heuristic), bf16."""
+    import flag_gems
+    from flag_gems.ops.softmax import softmax_backward
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for m, n in _pick(FLAGGEMS_VAR_MEAN_MN):
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        var, mean = flag_gems.var_mean(x, [1], correction=1)
+        _check(f"flaggems var_mean {m}x{n}", var, x.float().var(-1), 3e-2)
+    for m, n in _pick(FLAGGEMS_SMX_BWD_MN):
+        out = torch.softmax(torch.randn(m, n, device="cuda", generator=g), -1).bfloat16()
+        dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        ref = out.float() * (dy.float() - (out.float() * dy.float()).sum(-1, keepdim=True))
+        _check(f"flaggems softmax_backward {m}x{n}", softmax_backward(dy, out, 1, torch.bfloat16), ref, 3e-2)
