@@ -106,10 +106,25 @@ def _fg_lsm_bwd(p):
                                                     flops=4.0 * rows * cols, min_bytes=6.0 * rows * cols)
 
 
+def _fg_var_mean(p):
+    rows, cols = p.dims["M"], p.dims["N"]
+    # Welford over each row: x read once (bf16), a variance and a mean per row written (bf16)
+    return "flaggems_var_mean_bf16", replace(p, kernel_class="row_reduction", dims={"rows": rows, "cols": cols},
+                                             flops=4.0 * rows * cols, min_bytes=2.0 * rows * cols + 4.0 * rows)
+
+
+def _fg_smx_bwd(p):
+    rows, cols = p.dims["M"], p.dims["N"]
+    # dx = y * (dy - sum(y * dy)): y and dy read, dx written (bf16)
+    return "flaggems_softmax_bwd_bf16", replace(p, kernel_class="row_reduction", dims={"rows": rows, "cols": cols},
+                                                flops=4.0 * rows * cols, min_bytes=6.0 * rows * cols)
+
+
 KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "chunk_fwd_kernel_h": lambda p: _gla(p, True), "chunk_gla_fwd_kernel_o": lambda p: _gla(p, False),
            "rms_norm_loop_kernel": _fg_rms, "layer_norm_loop_kernel": _fg_ln,
            "log_softmax_backward_kernel": _fg_lsm_bwd,
+           "var_mean_welford_kernel": _fg_var_mean, "softmax_backward_kernel_inner": _fg_smx_bwd,
            "_fused_up_proj_swiglu_kernel": lambda p: _moe(p, True),
            "_fused_down_proj_kernel": lambda p: _moe(p, False)}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
@@ -121,7 +136,9 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "chunk_gla_fwd_kernel_o": ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gla.chunk_gla"),
             "rms_norm_loop_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.rms_norm"),
             "layer_norm_loop_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.layer_norm"),
-            "log_softmax_backward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.ops.log_softmax.log_softmax_backward")}
+            "log_softmax_backward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.ops.log_softmax.log_softmax_backward"),
+            "var_mean_welford_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.var_mean"),
+            "softmax_backward_kernel_inner": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.ops.softmax.softmax_backward")}
 
 
 def main() -> None:
