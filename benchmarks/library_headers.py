@@ -16,10 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 
 from abductune.datasets.format import read_dataset, write_dataset  # noqa: E402
-
-ROWS = 4096  # benchmarks/gpu/library_calls.py:liger_dyt calls every row length on 4,096 rows
+from library_shapes import DYT_ROWS as ROWS  # noqa: E402
+from library_shapes import FLAGGEMS_RMS_ROWS, GLA_CHUNK, GLA_SHAPES  # noqa: E402
+from library_shapes import MOE_LAYERS as _MOE_CALLS  # noqa: E402
 
 
 def _dyt(p):
@@ -36,10 +38,8 @@ def _int8int2(p):
                                         min_bytes=m * k + k * n / 4 + 4.0 * m * n)
 
 
-# benchmarks/gpu/library_calls.py:liger_moe's layers, keyed by (hidden, intermediate) as the
-# autotuner's key is: (tokens, experts, top-k) of each
-MOE_LAYERS = {(4096, 14336): (2048, 8, 2), (2048, 1408): (4096, 60, 4), (2048, 1024): (4096, 64, 8),
-              (4096, 5120): (1024, 8, 2), (2048, 768): (4096, 128, 8)}
+# liger_moe's layers keyed by (hidden, intermediate) as the autotuner's key is: (tokens, experts, top-k)
+MOE_LAYERS = {(h, i): (t, e, k) for t, e, h, i, k in _MOE_CALLS}
 
 
 def _moe(p, up: bool):
@@ -58,11 +58,9 @@ def _moe(p, up: bool):
                          flops=2.0 * m * n * k, min_bytes=min_bytes)
 
 
-# benchmarks/gpu/library_calls.py:fla_chunk_gla's shapes, keyed by (key dim, value dim) as both
-# autotuners' keys carry them: (batch, tokens, heads) of each
-GLA = {(dk, dv): (b, t, h) for b, t, h, dk, dv in ((4, 2048, 16, 128, 128), (8, 2048, 32, 64, 64),
-                                                  (2, 4096, 8, 256, 256), (2, 4096, 16, 128, 256))}
-CHUNK = 64  # fla's chunk length (BT in both keys)
+# fla_chunk_gla's shapes keyed by (key dim, value dim) as both autotuners' keys carry them: (batch, tokens, heads)
+GLA = {(dk, dv): (b, t, h) for b, t, h, dk, dv in GLA_SHAPES}
+CHUNK = GLA_CHUNK
 
 
 def _gla(p, state: bool):
@@ -79,9 +77,6 @@ def _gla(p, state: bool):
         name = "fla_chunk_gla_o_bf16"
     return name, replace(p, dims={"batch": b, "tokens": t, "heads": h, "K": dk, "V": dv}, flops=flops,
                          min_bytes=min_bytes)
-
-
-FLAGGEMS_RMS_ROWS = 4096  # benchmarks/gpu/library_calls.py:flaggems_rows calls every row length on 4,096 rows
 
 
 def _fg_rms(p):

@@ -12,6 +12,9 @@ from __future__ import annotations
 import os
 
 import torch
+from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
+                            FLAGGEMS_RMS_N, FLAGGEMS_RMS_ROWS, FLAGGEMS_SMX_BWD_MN, FLAGGEMS_VAR_MEAN_MN,
+                            GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS)
 
 
 def _pick(items: tuple) -> tuple:
@@ -38,8 +41,8 @@ def liger_dyt() -> None:
     row length N. 4,096 rows of transformer widths, one of them not a power of two."""
     from liger_kernel.ops.dyt import liger_dyt_fwd
 
-    for n in (1024, 2048, 4096, 5120, 8192, 14336):
-        x = torch.randn(4096, n, device="cuda", dtype=torch.bfloat16)
+    for n in DYT_N:
+        x = torch.randn(DYT_ROWS, n, device="cuda", dtype=torch.bfloat16)
         alpha = torch.full((1,), 0.5, device="cuda", dtype=torch.bfloat16)
         gamma = torch.randn(n, device="cuda", dtype=torch.bfloat16)
         beta = torch.randn(n, device="cuda", dtype=torch.bfloat16)
@@ -54,8 +57,7 @@ def liger_int8int2() -> None:
     from liger_kernel.ops.experimental.mm_int8int2 import matmul, pack_weights, unpack_weights
 
     g = torch.Generator(device="cuda").manual_seed(0)
-    for m, n, k in ((16, 4096, 4096), (128, 4096, 4096), (1000, 4096, 4096), (4096, 4096, 4096),
-                    (2048, 14336, 4096)):
+    for m, n, k in INT8INT2_MNK:
         a = torch.randint(-128, 127, (m, k), device="cuda", dtype=torch.int8, generator=g)
         w = torch.randint(-1, 2, (k, n), device="cuda", dtype=torch.int32, generator=g)
         b = pack_weights(w.clone(), 2).to(torch.int8).contiguous()
@@ -71,9 +73,7 @@ def liger_moe() -> None:
     from liger_kernel.ops.fused_moe import LigerFusedMoEFunction
 
     g = torch.Generator(device="cuda").manual_seed(0)
-    for tokens, experts, hidden, inter, topk in _pick(((2048, 8, 4096, 14336, 2), (4096, 60, 2048, 1408, 4),
-                                                       (4096, 64, 2048, 1024, 8), (1024, 8, 4096, 5120, 2),
-                                                       (4096, 128, 2048, 768, 8))):
+    for tokens, experts, hidden, inter, topk in _pick(MOE_LAYERS):
         x = torch.randn(tokens, hidden, device="cuda", dtype=torch.bfloat16, generator=g) * 0.1
         w1 = torch.randn(experts, 2 * inter, hidden, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02
         w2 = torch.randn(experts, hidden, inter, device="cuda", dtype=torch.bfloat16, generator=g) * 0.02
@@ -98,17 +98,10 @@ def flaggems_mm() -> None:
     import flag_gems
 
     g = torch.Generator(device="cuda").manual_seed(0)
-    for m, n, k in _pick(((16, 4096, 4096), (256, 14336, 4096), (1000, 4096, 4096), (4096, 4096, 4096),
-                          (2048, 4096, 14336))):
+    for m, n, k in _pick(FLAGGEMS_MM_MNK):
         a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
         _check(f"flaggems mm {m}x{n}x{k}", flag_gems.mm(a, b), a.float() @ b.float(), 2e-2)
-
-
-# fla's chunked GLA forward: (batch, tokens, heads, key dim, value dim). The autotuners' keys
-# carry heads and head dims only, so each shape differs in those (benchmarks/library_headers.py
-# holds the batch and tokens of each, for the header).
-GLA_SHAPES = ((4, 2048, 16, 128, 128), (8, 2048, 32, 64, 64), (2, 4096, 8, 256, 256), (2, 4096, 16, 128, 256))
 
 
 def fla_chunk_gla() -> None:
@@ -129,13 +122,6 @@ def fla_chunk_gla() -> None:
         _check(f"chunk_gla B{b} T{t} H{h} K{dk} V{dv}", o[:1], ref, 2e-2)
 
 
-# FlagGems' row kernels that loop over a row in tiles (rows longer than 4,096 take the loop
-# kernels); RMSNorm is keyed by the row length only, on 4,096 rows (benchmarks/library_headers.py)
-FLAGGEMS_RMS_N = (5120, 8192, 14336, 16384)
-FLAGGEMS_LN_MN = ((4096, 8192), (8192, 5120), (2048, 14336), (16384, 6144))
-FLAGGEMS_LSM_MN = ((4096, 32000), (2048, 128256), (8192, 4096), (1024, 50257))
-
-
 def flaggems_rows() -> None:
     """FlagGems' RMSNorm and LayerNorm forward loop kernels (`rms_norm_loop_kernel`,
     `layer_norm_loop_kernel`: TILE_N and warps) and its log-softmax backward
@@ -145,7 +131,7 @@ def flaggems_rows() -> None:
 
     g = torch.Generator(device="cuda").manual_seed(0)
     for n in FLAGGEMS_RMS_N:
-        x = torch.randn(4096, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        x = torch.randn(FLAGGEMS_RMS_ROWS, n, device="cuda", dtype=torch.bfloat16, generator=g)
         w = torch.randn(n, device="cuda", dtype=torch.bfloat16, generator=g)
         xf = x.float()
         ref = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
@@ -161,10 +147,6 @@ def flaggems_rows() -> None:
         dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
         ref = dy.float() - out.float().exp() * dy.float().sum(-1, keepdim=True)
         _check(f"flaggems log_softmax_backward {m}x{n}", log_softmax_backward(dy, out, 1, torch.bfloat16), ref, 3e-2)
-
-
-FLAGGEMS_VAR_MEAN_MN = ((4096, 5120), (2048, 14336), (16384, 4096))
-FLAGGEMS_SMX_BWD_MN = ((4096, 32000), (8192, 4096), (2048, 14336))
 
 
 def flaggems_rows2() -> None:

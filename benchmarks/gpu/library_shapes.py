@@ -1,0 +1,22 @@
+"""The shapes `library_calls.py` records and the facts of each call that an autotuner's key
+does not carry, in one torch-free table: `library_calls.py` calls the ops on them and
+`benchmarks/library_headers.py` completes the recorded headers from them."""
+from __future__ import annotations
+
+DYT_ROWS = 4096  # every DyT row length is called on 4,096 rows
+DYT_N = (1024, 2048, 4096, 5120, 8192, 14336)
+INT8INT2_MNK = ((16, 4096, 4096), (128, 4096, 4096), (1000, 4096, 4096), (4096, 4096, 4096), (2048, 14336, 4096))
+# fused MoE layers: (tokens, experts, hidden, intermediate, top-k)
+MOE_LAYERS = ((2048, 8, 4096, 14336, 2), (4096, 60, 2048, 1408, 4), (4096, 64, 2048, 1024, 8),
+              (1024, 8, 4096, 5120, 2), (4096, 128, 2048, 768, 8))
+FLAGGEMS_MM_MNK = ((16, 4096, 4096), (256, 14336, 4096), (1000, 4096, 4096), (4096, 4096, 4096), (2048, 4096, 14336))
+# fla's chunked GLA forward: (batch, tokens, heads, key dim, value dim); the autotuners' keys carry
+# heads and head dims only, so each shape differs in those
+GLA_SHAPES = ((4, 2048, 16, 128, 128), (8, 2048, 32, 64, 64), (2, 4096, 8, 256, 256), (2, 4096, 16, 128, 256))
+GLA_CHUNK = 64  # fla's chunk length (BT in both keys)
+FLAGGEMS_RMS_ROWS = 4096  # every RMSNorm row length is called on 4,096 rows
+FLAGGEMS_RMS_N = (5120, 8192, 14336, 16384)
+FLAGGEMS_LN_MN = ((4096, 8192), (8192, 5120), (2048, 14336), (16384, 6144))
+FLAGGEMS_LSM_MN = ((4096, 32000), (2048, 128256), (8192, 4096), (1024, 50257))
+FLAGGEMS_VAR_MEAN_MN = ((4096, 5120), (2048, 14336), (16384, 4096))
+FLAGGEMS_SMX_BWD_MN = ((4096, 32000), (8192, 4096), (2048, 14336))
