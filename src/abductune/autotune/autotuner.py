@@ -128,6 +128,7 @@ class Autotuner(TritonAutotuner):
         # (its configs are the seeds) and record mode; the key spec the hit path reads
         set_hooks(self, pre_hook, post_hook, prune_configs_by, timer, do_bench, warmup, rep, use_cuda_graph)
         set_space(self, space, budget, record)
+        _note_source(self)
         self._hooks = [(d, getattr(c, "pre_hook", None)) for d, c in zip(self._list, self.configs)]
         self._buckets_given = bucket is not None
         self._key_spec = key_spec(self._list, self.arg_names, self.keys, bucket)
@@ -601,3 +602,14 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
                          post_hook=post_hook, prune_configs_by=prune_configs_by, warmup=warmup, rep=rep,
                          use_cuda_graph=use_cuda_graph, do_bench=do_bench, cache_results=cache_results, **options)
     return decorator
+
+
+def _note_source(tuner: Any) -> None:
+    """Tell the theory store's scope checks the kernel's source, so a rule confirmed on kernels
+    that hold a row whole is not served to one that loops over it (theory/store/scope.py)."""
+    from ..theory.store.scope import note_source
+    from .record import source_text
+
+    src = source_text(tuner)
+    if src:
+        note_source(tuner.name, src)

@@ -16,7 +16,7 @@ def write_record(tuner: Any, problem: Problem, result: Any) -> Path:
     """The recorded key as a dataset (`abductune sweep --call`): every config measured,
     once each, with the kernel's own list, where it came from and the sample, if any."""
     from ..datasets.bundled import shape_name
-    from ..datasets.format import Dataset, write_dataset
+    from ..datasets.format import SOURCE_FACTS, Dataset, make_source_facts, write_dataset
     from ..hardware import toolchain
 
     from dataclasses import replace
@@ -38,6 +38,9 @@ def write_record(tuner: Any, problem: Problem, result: Any) -> Path:
         meta["space_from"] = "the kernel's own config list, grown one step beyond its hull along roles"
     if tuner._record_sample:
         meta["sample"] = tuner._record_sample
+    facts = _source_facts(tuner)
+    if facts:
+        meta[SOURCE_FACTS] = make_source_facts(facts)
     ds = Dataset(problem, tuner.space.to_dict(), list(seen.values()), toolchain(),
                  restricted_to_records=tuner._record_sample is not None,
                  source=f"abductune sweep --call ({tuner.name})", meta=meta)
@@ -48,3 +51,32 @@ def write_record(tuner: Any, problem: Problem, result: Any) -> Path:
     tuner.recorded.append(path)
     log.info("%s: recorded %d configs to %s", tuner.name, len(seen), path)
     return path
+
+
+def source_text(tuner: Any) -> str | None:
+    """The Triton source of the tuner's kernel (the jit function's `src`, else Python's
+    `inspect`), None when it cannot be read."""
+    import inspect
+
+    for obj in (tuner.fn, getattr(tuner.fn, "fn", None)):
+        got = getattr(obj, "src", None)
+        if isinstance(got, str) and got:
+            return got
+    try:
+        return inspect.getsource(tuner.base_fn)
+    except (OSError, TypeError) as e:
+        log.debug("%s: no source: %s: %s", tuner.name, type(e).__name__, e)
+        return None
+
+
+def _source_facts(tuner: Any) -> dict[str, str]:
+    """What the kernel's source says of its tiles (`theory.store.scope.source_facts`), for the
+    dataset's header: a replay cannot read a library's source, and never copies it."""
+    from ..theory.store.scope import source_facts
+
+    try:
+        src = source_text(tuner)
+        return source_facts(src, tuner.space) if src else {}
+    except Exception as e:  # noqa: BLE001 - a source we cannot read records no facts, never fails the record
+        log.debug("%s: no source facts: %s: %s", tuner.name, type(e).__name__, e)
+        return {}

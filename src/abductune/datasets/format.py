@@ -7,6 +7,14 @@ config. The header carries everything needed to replay and to reason about the d
 
 `restricted_to_records` says the space's true restrictions are not expressible (e.g. Kernel
 Tuner caches store only the surviving configs), so the valid set is exactly the recorded one.
+
+`meta.source_facts` (optional, versioned) holds what was read from the kernel's Triton source
+when it was recorded, never the source itself (third-party code stays out of datasets):
+
+    {"version": 1, "reduction": {"TILE_N": "loop"}}
+
+`reduction` maps a tile parameter to how the kernel walks the dim it covers (`whole`, `loop`
+or `either`; see `theory.store.scope`), so a replay judges the kernel as the live one would be.
 """
 from __future__ import annotations
 
@@ -39,6 +47,13 @@ VERSION = 1
 # 1.0 for pnpoly; a Kernel Tuner file cut to 50 records: at most 0.012) and its size (public
 # data: 210 to 17,956 configs). A T4 file without our header builds its space from the values
 # it holds, so a cut one stays dense (0.52 and 0.69 at 50 records); the size floor catches it.
+SOURCE_FACTS = "source_facts"  # the meta key (module docstring)
+SOURCE_FACTS_VERSION = 1
+REDUCTIONS = ("whole", "loop", "either")
+# kernel name -> its tile parameters' `reduction` facts, from every header read in this process:
+# the scope checks ask by kernel name, where the source is not at hand (replay)
+_FACTS_READ: dict[str, dict[str, str]] = {}
+
 STATED_MIN_FRACTION = 1.0
 RESTRICTED_MIN_FRACTION = 0.2
 RESTRICTED_MIN_CONFIGS = 100
@@ -401,10 +416,46 @@ def read_dataset(path: str | Path, *, strict: bool = False) -> Dataset:
         records.append(m)
         linenos.append(lineno)
     records, dropped = screen_records(records, space_dict, str(path), strict=strict, linenos=linenos)
+    meta = dict(head.get("meta") or {})
+    told = source_facts(meta, f"{path}:1")
+    if told:
+        _FACTS_READ[problem.kernel] = told
     return Dataset(problem, space_dict, records, dict(head.get("toolchain") or {}),
                    bool(head.get("restricted_to_records")), head.get("source", ""),
                    head.get("note", ""), str(path), dict(head.get("baselines") or {}),
-                   dict(head.get("meta") or {}), dropped, bool(head.get("values_from_records")))
+                   meta, dropped, bool(head.get("values_from_records")))
+
+
+def source_facts(meta: Mapping[str, Any], where: str = "") -> dict[str, str]:
+    """The `reduction` facts of a header's meta (tile parameter -> whole/loop/either); {} when
+    absent, of a newer version (logged: an older abductune reads the rest of the file), or
+    malformed (logged)."""
+    got = meta.get(SOURCE_FACTS)
+    if got is None:
+        return {}
+    if not isinstance(got, dict) or not isinstance(got.get("reduction", {}), dict):
+        log.warning("%s: meta.%s is not an object with a 'reduction' object; ignored", where, SOURCE_FACTS)
+        return {}
+    if not isinstance(got.get("version"), int) or got["version"] > SOURCE_FACTS_VERSION:
+        log.info("%s: meta.%s version %r is not one this abductune reads (%d); ignored", where, SOURCE_FACTS,
+                 got.get("version"), SOURCE_FACTS_VERSION)
+        return {}
+    out = {str(k): v for k, v in got.get("reduction", {}).items() if v in REDUCTIONS}
+    if len(out) < len(got.get("reduction", {})):
+        log.warning("%s: meta.%s.reduction values must be one of %s; others ignored", where, SOURCE_FACTS,
+                    "/".join(REDUCTIONS))
+    return out
+
+
+def make_source_facts(reduction: Mapping[str, str]) -> dict[str, Any]:
+    """The `meta.source_facts` value for these facts (values outside REDUCTIONS dropped)."""
+    return {"version": SOURCE_FACTS_VERSION,
+            "reduction": {str(k): v for k, v in sorted(reduction.items()) if v in REDUCTIONS}}
+
+
+def facts_read(kernel: str) -> dict[str, str]:
+    """The `reduction` facts the last header read for `kernel` carried ({} when none did)."""
+    return dict(_FACTS_READ.get(kernel, {}))
 
 
 def write_dataset(ds: Dataset, path: str | Path) -> None:

@@ -23,6 +23,11 @@ row longer than any tile), an extrapolation in dims; a `reduction` never seen, m
 confirmations met it, is the same path in another author's code. So do an unseen bound, a role
 no confirming space tuned, and a kernel whose loops cannot be read.
 
+Where the source cannot be read (a replayed dataset of a library's kernel: third-party code is
+never copied), the `reduction` facts recorded with the dataset (its header's `meta.source_facts`,
+read from the source when `sweep --call` recorded it; `source_facts`) stand in for it, so a
+replay judges the kernel as the live one would be.
+
 Why the source and not the space: the built-in softmax and the zoo's online softmax have the
 same space (a chunk width 128..16384 that does not depend on the shape), yet only the first has
 a path without a loop. The space says only what a shape forces: where every tile value is
@@ -47,6 +52,7 @@ WHOLE, ONE_TRIP, LOOP, EITHER = "whole", "one trip", "loop", "either"
 _BUILTIN_CALLS = {"range", "min", "max", "len", "int", "float", "abs", "print", "isinstance"}
 _RANGES = {"range", "static_range"}  # range, tl.range, tl.static_range
 _SOURCES: dict[str, str] = {}  # kernel name -> Triton source told by a caller (`note_source`)
+_FACTS: dict[str, dict[str, str]] = {}  # kernel name -> {tile parameter: reduction} told (`note_facts`)
 
 
 # ----------------------------------------------------------------------------- the source
@@ -56,6 +62,34 @@ def note_source(kernel: str, source: str) -> None:
     decorator wraps): its loops are then read like a built-in kernel's."""
     _SOURCES[kernel] = textwrap.dedent(source)
     _structure_cached.cache_clear()
+
+
+def note_facts(kernel: str, reduction: Mapping[str, str]) -> None:
+    """Tell the scope checks a kernel's `reduction` facts (tile parameter -> whole/loop/
+    either) where its source is not at hand; a source, when readable, still wins."""
+    _FACTS[kernel] = {str(k): v for k, v in reduction.items() if v in (WHOLE, LOOP, EITHER)}
+
+
+def told_facts(kernel: str) -> dict[str, str]:
+    """The `reduction` facts told for `kernel` (`note_facts`), else those the last dataset
+    header read for it carried; {} when none."""
+    if kernel in _FACTS:
+        return dict(_FACTS[kernel])
+    from ...datasets.format import facts_read  # lazily: the facts of headers read in this process
+
+    return facts_read(kernel)
+
+
+def source_facts(source: str, space: Space) -> dict[str, str]:
+    """What a dataset records of its kernel's source (`meta.source_facts`): each tile
+    parameter's `reduction` (`loop_structure`), those that can be told."""
+    out = {}
+    for p in space.params:
+        if p.role and p.role.split(":")[0] == "tile":
+            got = loop_structure(source, p.name)
+            if got is not None:
+                out[p.name] = got
+    return out
 
 
 def kernel_source(kernel: str) -> str | None:
@@ -170,7 +204,10 @@ def reduction_tile(problem: Problem, space: Space, cls: Classification | None = 
 def structure(problem: Problem, space: Space) -> str | None:
     """The kernel's `reduction` fact (module docstring), None when unknown."""
     got = reduction_tile(problem, space)
-    return _structure_cached(problem.kernel, got[1]) if got else None
+    if not got:
+        return None
+    read = _structure_cached(problem.kernel, got[1])
+    return read if read is not None else told_facts(problem.kernel).get(got[1])
 
 
 def held(problem: Problem, space: Space, config: Mapping[str, Any], kernel_structure: str | None) -> str | None:
