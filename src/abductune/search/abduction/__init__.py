@@ -4,7 +4,8 @@ The loop, one small batch at a time:
 
 1. *Observe.* Seeds come first (the Session feeds them: heuristics, the observed database,
    theory predictions, the kernel's own list); the Search measures them before this strategy
-   runs. Without a usable seed the space default is measured; in generic mode (a space the
+   runs. Without a usable seed the space default is measured (on a kernel no theory was
+   confirmed on, with `cold_start` space-filling draws beside it); in generic mode (a space the
    diagnosis can say nothing about: no roofline, no static facts, e.g. public Kernel Tuner
    data) a small space-filling sample (a Latin hypercube over value indices) is measured.
 2. *Diagnose* the incumbent (`theory.diagnose`) and ask the theory library for hypotheses,
