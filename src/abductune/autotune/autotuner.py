@@ -610,6 +610,10 @@ def _note_source(tuner: Any) -> None:
     from ..theory.store.scope import note_source
     from .record import source_text
 
-    src = source_text(tuner)
+    try:
+        src = source_text(tuner)
+    except Exception as e:  # noqa: BLE001 - an unreadable source leaves the loops unknown, never fails the decorator
+        log.debug("%s: source not read: %s: %s", tuner.name, type(e).__name__, e)
+        return
     if src:
         note_source(tuner.name, src)
