@@ -115,11 +115,20 @@ def _fg_smx_bwd(p):
                                                 flops=4.0 * rows * cols, min_bytes=6.0 * rows * cols)
 
 
+def _fg_addmv(p):
+    # the kernel names the rows of A "N" and the reduced length "M": out = beta * inp + alpha * A @ x;
+    # A read once (bf16), x once, inp read and out written per row (bf16)
+    rows, cols = p.dims["N"], p.dims["M"]
+    return "flaggems_addmv_bf16", replace(p, kernel_class="row_reduction", dims={"rows": rows, "cols": cols},
+                                          flops=2.0 * rows * cols, min_bytes=2.0 * rows * cols + 2.0 * cols + 4.0 * rows)
+
+
 KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "chunk_fwd_kernel_h": lambda p: _gla(p, True), "chunk_gla_fwd_kernel_o": lambda p: _gla(p, False),
            "rms_norm_loop_kernel": _fg_rms, "layer_norm_loop_kernel": _fg_ln,
            "log_softmax_backward_kernel": _fg_lsm_bwd,
            "var_mean_welford_kernel": _fg_var_mean, "softmax_backward_kernel_inner": _fg_smx_bwd,
+           "addmv_kernel": _fg_addmv,
            "_fused_up_proj_swiglu_kernel": lambda p: _moe(p, True),
            "_fused_down_proj_kernel": lambda p: _moe(p, False)}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
@@ -133,7 +142,8 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "layer_norm_loop_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.layer_norm"),
             "log_softmax_backward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.ops.log_softmax.log_softmax_backward"),
             "var_mean_welford_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.var_mean"),
-            "softmax_backward_kernel_inner": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.ops.softmax.softmax_backward")}
+            "softmax_backward_kernel_inner": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.ops.softmax.softmax_backward"),
+            "addmv_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.addmv")}
 
 
 def main() -> None:

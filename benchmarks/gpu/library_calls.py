@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 import torch
-from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
+from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_CONV2D, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
                             FLAGGEMS_RMS_N, FLAGGEMS_RMS_ROWS, FLAGGEMS_SMX_BWD_MN, FLAGGEMS_VAR_MEAN_MN,
                             GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS)
 
@@ -166,3 +166,25 @@ def flaggems_rows2() -> None:
         dy = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
         ref = out.float() * (dy.float() - (out.float() * dy.float()).sum(-1, keepdim=True))
         _check(f"flaggems softmax_backward {m}x{n}", softmax_backward(dy, out, 1, torch.bfloat16), ref, 3e-2)
+
+
+def flaggems_conv_mv() -> None:
+    """FlagGems' implicit-GEMM conv2d forward (`conv2d_forward_kernel`: output pixels x output
+    channels per program, a loop over kernel taps x input-channel blocks, `tl.dot`) on ResNet-50
+    stages, and its GEMV (`addmv_kernel`: BLOCK_N rows per program, a loop over the row in BLOCK_M
+    columns) on decode projections, bf16."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for n, c, h, w, k, r, s, p in _pick(FLAGGEMS_CONV2D):
+        x = torch.randn(n, c, h, w, device="cuda", dtype=torch.bfloat16, generator=g)
+        wt = torch.randn(k, c, r, r, device="cuda", dtype=torch.bfloat16, generator=g) * (c * r * r) ** -0.5
+        bias = torch.randn(k, device="cuda", dtype=torch.bfloat16, generator=g)
+        ref = torch.nn.functional.conv2d(x.float(), wt.float(), bias.float(), s, p)
+        _check(f"flaggems conv2d N{n} C{c} {h}x{w} K{k} {r}x{r}", flag_gems.conv2d(x, wt, bias, s, p), ref, 3e-2)
+    for rows, cols in _pick(FLAGGEMS_ADDMV_NM):
+        a = torch.randn(rows, cols, device="cuda", dtype=torch.bfloat16, generator=g) * cols ** -0.5
+        v = torch.randn(cols, device="cuda", dtype=torch.bfloat16, generator=g)
+        inp = torch.randn(rows, device="cuda", dtype=torch.bfloat16, generator=g)
+        ref = inp.float() + a.float() @ v.float()
+        _check(f"flaggems addmv {rows}x{cols}", flag_gems.addmv(inp, a, v), ref, 3e-2)

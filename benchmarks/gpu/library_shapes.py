@@ -20,3 +20,10 @@ FLAGGEMS_LN_MN = ((4096, 8192), (8192, 5120), (2048, 14336), (16384, 6144))
 FLAGGEMS_LSM_MN = ((4096, 32000), (2048, 128256), (8192, 4096), (1024, 50257))
 FLAGGEMS_VAR_MEAN_MN = ((4096, 5120), (2048, 14336), (16384, 4096))
 FLAGGEMS_SMX_BWD_MN = ((4096, 32000), (8192, 4096), (2048, 14336))
+# FlagGems' implicit-GEMM conv2d forward, bf16, ResNet-50 stages at batch 32 and one 1x1 projection:
+# (batch, in channels, height, width, out channels, kernel size, stride, padding)
+FLAGGEMS_CONV2D = ((32, 64, 56, 56, 64, 3, 1, 1), (32, 128, 28, 28, 128, 3, 1, 1), (32, 256, 14, 14, 256, 3, 1, 1),
+                   (32, 256, 56, 56, 64, 1, 1, 0))
+# FlagGems' addmv (GEMV: out = beta * inp + alpha * A @ x), bf16, A is (rows, cols): decode-time projections
+# and an LM head
+FLAGGEMS_ADDMV_NM = ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))
