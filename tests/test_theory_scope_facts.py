@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from abductune import kernel_facts
 from abductune.datasets import format as fmt
 from abductune.datasets.format import Dataset, read_dataset, write_dataset
 from abductune.datasets.paths import expand_dataset_args
@@ -32,8 +33,7 @@ def k(x_ptr, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
 
 
 def _forget(kernel: str) -> None:
-    fmt._FACTS_READ.pop(kernel, None)
-    scope._FACTS.pop(kernel, None)
+    kernel_facts.forget(kernel)
 
 
 def test_the_facts_field_reads_old_new_and_malformed_headers(caplog):

@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from . import kernel_facts
 from .problem import Problem
 from .space import Space
 
@@ -144,6 +145,9 @@ class Classification:
     granularity: int = 2
     # the problem's own name of each canonical dim that it spells otherwise ("N" -> "numel")
     spelled: dict[str, str] = field(default_factory=dict, compare=False)
+    # tile axis -> the dim it covers, where the kernel's loops say so against the class's aliases
+    # (`loop_tiles`): a row kernel whose BLOCK_M walks the row and BLOCK_N counts rows
+    tile_axes: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def bucket(self) -> str:
@@ -291,7 +295,34 @@ def classify(problem: Problem, space: Space | None = None, granularity: int = 2)
         elif "E" in dims:
             variant = "moe"
     fam = variant if kclass == "quantized_matmul" else dtype_family(problem.dtype if problem.dtypes else None)
-    return Classification(kclass, variant, dims, fam, fallback_category(kclass, dims), granularity, spelled)
+    axes = loop_tiles(kclass, dims, space, kernel_facts.told(problem.kernel)) if space is not None else {}
+    return Classification(kclass, variant, dims, fam, fallback_category(kclass, dims), granularity, spelled, axes)
+
+
+def loop_tiles(kernel_class: str, dims: Mapping[str, int], space: Space,
+               reduction: Mapping[str, str]) -> dict[str, str]:
+    """Tile axes whose dim the kernel's loops tell, where the class's aliases would guess it.
+
+    A row kernel's two tiles named only by letters (BLOCK_M, BLOCK_N) are taken by convention
+    as rows (M) and the row's columns (N). A kernel's source can say otherwise: the tile that
+    the reduction loop steps by covers the columns, whatever its letter (FlagGems' GEMV loops
+    over each row in BLOCK_M columns and gives each program BLOCK_N rows). Only a plain
+    answer counts: exactly one of the two tiles loops (`loop` or `either`) and the other is
+    held `whole`; anything else keeps the convention."""
+    if kernel_class != "row_reduction" or "cols" not in dims or "rows" not in dims or not reduction:
+        return {}
+    alias = {}
+    for p in space.params:
+        axis = p.role.split(":", 1)[1] if p.role and p.role.startswith("tile:") else None
+        if axis in ("M", "N", "R", "X") and _dim_named(axis, dims) is None:
+            alias[axis] = reduction.get(p.name)
+    if len(alias) != 2 or None in alias.values():
+        return {}
+    looping = [a for a, r in alias.items() if r in ("loop", "either")]
+    whole = [a for a, r in alias.items() if r == "whole"]
+    if len(looping) != 1 or len(whole) != 1:
+        return {}
+    return {looping[0]: "cols", whole[0]: "rows"}
 
 
 def fallback_category(kernel_class: str, dims: Mapping[str, int]) -> str:
@@ -349,6 +380,8 @@ def tile_dim_name(role: str | None, cls: Classification) -> str | None:
         named = cls.spelled[spelt] if spelt is not None and cls.spelled[spelt] in d else None
     if named is not None:  # a tile named for a dim covers that dim, whatever the class's aliases say
         return named
+    if axis in cls.tile_axes:  # the kernel's loops say which dim this tile walks
+        return cls.tile_axes[axis]
     if cls.kernel_class == "row_reduction" and "cols" in d:
         if axis in ("R", "N", ""):
             return "cols"

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from .. import kernel_facts
 from ..errors import DatasetError, SpaceError
 from ..files import atomic_writer
 from ..hardware import HardwareInfo
@@ -49,10 +50,9 @@ VERSION = 1
 # it holds, so a cut one stays dense (0.52 and 0.69 at 50 records); the size floor catches it.
 SOURCE_FACTS = "source_facts"  # the meta key (module docstring)
 SOURCE_FACTS_VERSION = 1
-REDUCTIONS = ("whole", "loop", "either")
-# kernel name -> its tile parameters' `reduction` facts, from every header read in this process:
-# the scope checks ask by kernel name, where the source is not at hand (replay)
-_FACTS_READ: dict[str, dict[str, str]] = {}
+REDUCTIONS = kernel_facts.REDUCTIONS
+# a header's facts go to the process's one registry (`abductune.kernel_facts`), where the
+# classifier and the scope checks ask by kernel name when the source is not at hand (replay)
 
 STATED_MIN_FRACTION = 1.0
 RESTRICTED_MIN_FRACTION = 0.2
@@ -419,7 +419,7 @@ def read_dataset(path: str | Path, *, strict: bool = False) -> Dataset:
     meta = dict(head.get("meta") or {})
     told = source_facts(meta, f"{path}:1")
     if told:
-        _FACTS_READ[problem.kernel] = told
+        kernel_facts.note_read(problem.kernel, told)
     return Dataset(problem, space_dict, records, dict(head.get("toolchain") or {}),
                    bool(head.get("restricted_to_records")), head.get("source", ""),
                    head.get("note", ""), str(path), dict(head.get("baselines") or {}),
@@ -455,7 +455,7 @@ def make_source_facts(reduction: Mapping[str, str]) -> dict[str, Any]:
 
 def facts_read(kernel: str) -> dict[str, str]:
     """The `reduction` facts the last header read for `kernel` carried ({} when none did)."""
-    return dict(_FACTS_READ.get(kernel, {}))
+    return kernel_facts.read_from_header(kernel)
 
 
 def write_dataset(ds: Dataset, path: str | Path) -> None:

@@ -109,10 +109,13 @@ def _tile_dim(role: str, cls: Any) -> int | None:
     return tile_dim(role, cls)
 
 
-def is_reduction_role(role: str, kernel_class: str) -> bool:
+def is_reduction_role(role: str, kernel_class: str, tile_axes: Mapping[str, str] | None = None) -> bool:
     """True when a tile role walks a reduced dim inside a program (matmul K, a row's columns,
-    attention's keys)."""
+    attention's keys). `tile_axes` (`Classification.tile_axes`): axes whose dim the kernel's
+    loops tell, which win over the letters' convention."""
     axis = role.split(":", 1)[1] if ":" in role else ""
+    if tile_axes and axis in tile_axes:
+        return kernel_class == "row_reduction" and tile_axes[axis] == "cols"
     if axis in REDUCTION_AXES:
         return True
     # attention tiles its sequence twice: queries (tile:M) across the grid, keys (tile:N) in the
@@ -136,7 +139,7 @@ def tiled_dims(problem: Problem, space: Space) -> dict[str, tuple[str, int, bool
             continue  # a "tile" that is not a positive size (a flag, a name) tiles nothing
         dim = _tile_dim(p.role, cls)
         if dim is not None and dim > 0:
-            out[p.role] = (p.name, int(dim), is_reduction_role(p.role, cls.kernel_class))
+            out[p.role] = (p.name, int(dim), is_reduction_role(p.role, cls.kernel_class, cls.tile_axes))
     return out
 
 

@@ -41,7 +41,7 @@ def _dims_read(rule: "TheoryRule", cls: Classification) -> set[str]:
         name = tile_dim_name(role, cls)
         if name is None:
             continue
-        if form.kind in ("fit", "grid", "par") or (grid and not is_reduction_role(role, cls.kernel_class)):
+        if form.kind in ("fit", "grid", "par") or (grid and not is_reduction_role(role, cls.kernel_class, cls.tile_axes)):
             out.add(name)
     return out
 

@@ -42,6 +42,7 @@ import textwrap
 from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
+from ... import kernel_facts
 from ...classify import Classification, classify, tile_dim_name
 from ...problem import Problem, kernel_family
 from ...space import Space
@@ -52,7 +53,6 @@ WHOLE, ONE_TRIP, LOOP, EITHER = "whole", "one trip", "loop", "either"
 _BUILTIN_CALLS = {"range", "min", "max", "len", "int", "float", "abs", "print", "isinstance"}
 _RANGES = {"range", "static_range"}  # range, tl.range, tl.static_range
 _SOURCES: dict[str, str] = {}  # kernel name -> Triton source told by a caller (`note_source`)
-_FACTS: dict[str, dict[str, str]] = {}  # kernel name -> {tile parameter: reduction} told (`note_facts`)
 
 
 # ----------------------------------------------------------------------------- the source
@@ -67,17 +67,13 @@ def note_source(kernel: str, source: str) -> None:
 def note_facts(kernel: str, reduction: Mapping[str, str]) -> None:
     """Tell the scope checks a kernel's `reduction` facts (tile parameter -> whole/loop/
     either) where its source is not at hand; a source, when readable, still wins."""
-    _FACTS[kernel] = {str(k): v for k, v in reduction.items() if v in (WHOLE, LOOP, EITHER)}
+    kernel_facts.tell(kernel, reduction)
 
 
 def told_facts(kernel: str) -> dict[str, str]:
     """The `reduction` facts told for `kernel` (`note_facts`), else those the last dataset
     header read for it carried; {} when none."""
-    if kernel in _FACTS:
-        return dict(_FACTS[kernel])
-    from ...datasets.format import facts_read  # lazily: the facts of headers read in this process
-
-    return facts_read(kernel)
+    return kernel_facts.told(kernel)
 
 
 def source_facts(source: str, space: Space) -> dict[str, str]:
