@@ -110,3 +110,9 @@ def test_the_decorator_tells_the_classifier_its_kernels_loops():
     finally:
         kernel_facts.forget(tuned.name)
         scope._SOURCES.pop(tuned.name, None)
+
+
+def test_a_source_that_tells_nothing_leaves_the_headers_facts(forget):
+    kernel_facts.note_read("gemv_probe_bf16", {"BLOCK_M": "loop", "BLOCK_N": "whole"})
+    kernel_facts.tell("gemv_probe_bf16", {})
+    assert kernel_facts.told("gemv_probe_bf16") == {"BLOCK_M": "loop", "BLOCK_N": "whole"}

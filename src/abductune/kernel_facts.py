@@ -24,8 +24,11 @@ def _clean(reduction: Mapping[str, str]) -> dict[str, str]:
 
 
 def tell(kernel: str, reduction: Mapping[str, str]) -> None:
-    """Facts read from the kernel's own source (they win over a header's)."""
-    _TOLD[kernel] = _clean(reduction)
+    """Facts read from the kernel's own source (they win over a header's); a source that
+    tells nothing leaves what a header said."""
+    got = _clean(reduction)
+    if got:
+        _TOLD[kernel] = got
 
 
 def note_read(kernel: str, reduction: Mapping[str, str]) -> None:
