@@ -160,14 +160,18 @@ SAMPLE_SIZE = 400
 
 
 def sample_configs(space: Any, fixed: list[dict], *, size: int = SAMPLE_SIZE, seed: int = 0,
-                   exhaustive_max: int = EXHAUSTIVE_MAX) -> tuple[list[dict], dict[str, Any] | None]:
+                   exhaustive_max: int | None = None) -> tuple[list[dict], dict[str, Any] | None]:
     """(configs to record, the header's sample description or None when recorded whole).
 
     A space of at most `exhaustive_max` valid configs is recorded whole. A larger one gets a
     fixed random sample of `size` valid configs (seeded, so every shape and every strategy
-    sees the same sample) plus the kernel's own list, in the space's order."""
+    sees the same sample) plus the kernel's own list, in the space's order (a `size` that
+    covers the space records it whole). `exhaustive_max` defaults to `EXHAUSTIVE_MAX` as it is
+    when called."""
+    if exhaustive_max is None:
+        exhaustive_max = EXHAUSTIVE_MAX
     configs = space.valid_configs()
-    if len(configs) <= exhaustive_max:
+    if len(configs) <= exhaustive_max or size >= len(configs):
         return configs, None
     import random
 

@@ -103,11 +103,30 @@ def set_hooks(tuner: Any, pre_hook: Callable | None, post_hook: Callable | None,
                       DeprecationWarning, stacklevel=4)
 
 
-def set_space(tuner: Any, space: Space | None, budget: int | Budget | None, record: Any) -> None:
+def check_record_options(record: Any, record_sample: Any, record_progress: Any, where: str) -> None:
+    """Record mode's own options, refused in one line before anything is built (`where`: who
+    was given them, e.g. "patch_triton")."""
+    if record_sample is not None and (isinstance(record_sample, bool) or not isinstance(record_sample, int)
+                                      or record_sample < 1):
+        raise AbductuneError(f"{where}: record_sample={record_sample!r}: record mode's sample size (configs "
+                             "drawn from a grown space past 1,000 valid configs, beside the kernel's own list) "
+                             "must be a positive integer")
+    if record_progress is not None and not callable(record_progress):
+        raise AbductuneError(f"{where}: record_progress={record_progress!r}: give a function taking one line "
+                             "of text, or None (the log at INFO)")
+    if record is None and (record_sample is not None or record_progress is not None):
+        raise AbductuneError(f"{where}: record_sample and record_progress go with record=DIR (record mode)")
+
+
+def set_space(tuner: Any, space: Space | None, budget: int | Budget | None, record: Any,
+              record_sample: int | None = None, record_progress: Callable[[str], None] | None = None) -> None:
     """The space: given, or grown around the list (whose configs are the seeds); with a budget
     and no record mode, one step beyond the list's hull along roles (configs.grow_space), and per
     key the theory store's predicted values beyond that (choices.key_space). Reads `tuner.configs`
-    and `tuner.name`; sets `space`, `_grown`, `_beyond`, `_list` and record mode's settings."""
+    and `tuner.name`; sets `space`, `_grown`, `_beyond`, `_list` and record mode's settings
+    (`record_sample`: the sample size past the exhaustive limit, default `sweep.SAMPLE_SIZE`;
+    `record_progress`: where its progress lines go, default the log at INFO)."""
+    check_record_options(record, record_sample, record_progress, "@abductune.autotune")
     tuner.space = space if space is not None else space_from_configs(tuner.configs, tuner.name)
     tuner._grown = space is None
     tuner._beyond = tuner._grown and budget is not None and not record
@@ -122,10 +141,13 @@ def set_space(tuner: Any, space: Space | None, budget: int | Budget | None, reco
     tuner.record = Path(record) if record else None
     tuner.recorded = []  # datasets written in record mode
     tuner._record_sample = None
+    tuner.record_progress = record_progress
     if tuner.record is not None:
         from ..sweep import sample_configs
 
-        todo, tuner._record_sample = sample_configs(tuner.space, tuner._list)
+        # the size passed only when given: a caller may have set sample_configs' default
+        todo, tuner._record_sample = sample_configs(tuner.space, tuner._list, **(
+            {} if record_sample is None else {"size": record_sample}))
         tuner.search_strategy, tuner.strategy_options = "fixed", {"configs": todo}
         tuner.budget, tuner.on_miss, tuner._tk = Budget(len(todo)), "tune", None
         tuner._tune_key()

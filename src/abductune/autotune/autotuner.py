@@ -40,7 +40,7 @@ from .evaluation import call_evaluator, printing
 from .keys import (key_problem, key_value, open_store, python_fn, triton_key, triton_toolchain, tuning_lock,
                    why_missed)
 from .phases import count_beyond, now, tune_phases
-from .record import write_record
+from .record import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,8 @@ class Autotuner(TritonAutotuner):
         try:
             options = {**patch.options, **options}
             if patch.record_only and python_fn(fn, any_wrapper=True).__name__ not in patch.record_only:
-                options.pop("record", None)  # not one the sweep records: it tunes its own list
+                for k in ("record", "record_sample", "record_progress"):
+                    options.pop(k, None)  # not one the sweep records: it tunes its own list
             if not configs and options.get("space") is None:
                 raise AbductuneError("no configs: nothing to tune (Triton launches its default config)")
             self._setup(*triton_args, **triton_kw, **options)
@@ -106,7 +107,8 @@ class Autotuner(TritonAutotuner):
                implementations: Mapping[str, Callable] | None = None, timer: Callable | None = None,
                compile: str = "auto", judge: bool = True, name: str | None = None,
                kernel_class: str | None = None, wait_timeout_s: float = 3600.0, isolate: bool = False,
-               isolate_timeout_s: float = 120.0, database: Any = None, record: Any = None) -> None:
+               isolate_timeout_s: float = 120.0, database: Any = None, record: Any = None,
+               record_sample: int | None = None, record_progress: Callable[[str], None] | None = None) -> None:
         """`__init__`'s work: the arguments checked and set (arguments.py), then the call path's state."""
         self.fn = fn
         self.base_fn = python_fn(fn, any_wrapper=True)
@@ -127,7 +129,7 @@ class Autotuner(TritonAutotuner):
         # hooks, prune_configs_by and timing (Triton's attributes); the space grown around the list
         # (its configs are the seeds) and record mode; the key spec the hit path reads
         set_hooks(self, pre_hook, post_hook, prune_configs_by, timer, do_bench, warmup, rep, use_cuda_graph)
-        set_space(self, space, budget, record)
+        set_space(self, space, budget, record, record_sample, record_progress)
         _note_source(self)
         self._hooks = [(d, getattr(c, "pre_hook", None)) for d, c in zip(self._list, self.configs)]
         self._buckets_given = bucket is not None
@@ -471,6 +473,10 @@ class Autotuner(TritonAutotuner):
                     warm = parallel_warm(plan[1], args, kwargs, self._workers_failed,
                                          self.fn if peelable(self.fn) else None, compile_only(self, args, kwargs))
                 ev = call_evaluator(self, problem, args, kwargs, nargs, saved, space, warm)
+                if self.record is not None:  # each config appended to the key's .jsonl as it lands
+                    recorder = Recorder(self, problem, space, store.memo(ctx, space),
+                                        self.strategy_options["configs"])
+                    ev = recorder.evaluator(ev)
                 baselines = {"configs": list(seeds)} if seeds and (budget.evaluations is None or
                                                                    budget.evaluations >= len(seeds)) else {}
                 seed_list = [Seed(s, "configs") for s in seeds]
@@ -513,7 +519,7 @@ class Autotuner(TritonAutotuner):
                     full[n].copy_(v)
         self.last_result = result
         if self.record is not None:
-            write_record(self, problem, result)
+            recorder.finish(result)
         self.stats["tunes"] += 1
         self.stats["evaluations"] += result.evaluations
         self.stats["retimed"] += len(result.runoff)
@@ -585,8 +591,12 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
     (seconds a config may take there before it counts as a timeout; default 120), `database`
     (observed-heuristics database path or Database; default the packaged one), `record` (a
     folder: a key that must be tuned measures the whole space grown around the list instead, or
-    a fixed sample of it past 1,000 valid configs, and writes it there as a dataset; what
-    `abductune sweep --call` sets through `patch_triton`).
+    a fixed sample of it past 1,000 valid configs, and writes it there as a dataset, each config
+    appended to `<record>/<kernel>/<shape>.jsonl` as it is measured, so a rerun measures only the
+    rest; what `abductune sweep --call` sets through `patch_triton`), `record_sample` (record mode's
+    sample size past 1,000 valid configs, a positive int; default 400, the kernel's own list is
+    always in it), `record_progress` (a function given record mode's progress lines: at a key's
+    start, at most every 10 s, at its end; default the log at INFO).
     """
     if isinstance(configs, (list, tuple, type(None))) and not configs and options.get("space") is None:
         raise AbductuneError(NOTHING_TO_TUNE.format(what="no configs" if configs is None else "configs=[]"))

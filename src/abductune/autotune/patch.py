@@ -36,6 +36,7 @@ from typing import Any, Iterable, Sequence
 from triton.runtime.autotuner import Autotuner as TritonAutotuner
 
 from ..errors import AbductuneError
+from .arguments import check_record_options
 from .autotuner import Autotuner
 from .evaluation import printing
 
@@ -317,7 +318,8 @@ def patch_triton(*, exclude: Iterable[Any] | Sequence[Any] = (), report_at_exit:
     log line at INFO otherwise). Reversible: `p = patch_triton(); ...; p.undo()`, or
     `with abductune.patch_triton(store=...): import their_kernels`. With `record=DIR`,
     `record_only` names the kernels (their functions' names) to record; the others tune their
-    own list as usual."""
+    own list as usual; `record_sample=N` records N configs (plus the kernel's own list) of a grown
+    space past 1,000 valid configs instead of 400; `record_progress` gets the progress lines."""
     unknown = sorted(set(options) - _option_names())
     if unknown:
         raise AbductuneError(f"patch_triton: unknown option {', '.join(unknown)}; abductune's options are "
@@ -325,4 +327,7 @@ def patch_triton(*, exclude: Iterable[Any] | Sequence[Any] = (), report_at_exit:
     record_only = tuple(record_only)
     if record_only and options.get("record") is None:
         raise AbductuneError("patch_triton: record_only names kernels to record, but no record=DIR is given")
+    # refused here: an autotuner refusing them would be left alone, and record nothing
+    check_record_options(options.get("record"), options.get("record_sample"), options.get("record_progress"),
+                         "patch_triton")
     return TritonPatch(dict(options), tuple(exclude), report_at_exit, record_only=record_only).apply()

@@ -1,22 +1,34 @@
 """Record mode (`abductune sweep --call`, through `patch_triton(record=...)`): a key that had to be
-tuned is written as a dataset, every config measured once, beside the kernel's own list."""
+tuned is written as a dataset, every config measured once, beside the kernel's own list.
+
+As `abductune sweep` does for a spec, each config measured is appended (and fsync'ed) to
+`<record>/<kernel>/<shape>.jsonl`, a header line first (`sweep.read_partial` reads it), the moment
+it is measured; the finished key becomes `<shape>.jsonl.gz` and the partial file goes. A killed
+run keeps every config it measured, and a rerun into the same folder measures only the rest
+(`Recorder`: the evaluator answers the configs already there from the file). While a key is
+recorded, a progress line goes out at its start, at most every `PROGRESS_EVERY_S` seconds, and at
+its end (the `record_progress` option, else the log at INFO)."""
 from __future__ import annotations
 
+import json
 import logging
 import re
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
+from ..measurement import Measurement
 from ..problem import Problem
 
 log = logging.getLogger(__name__)
 
+PROGRESS_EVERY_S = 10.0  # record mode's progress lines: at most one per this many seconds per key
 
-def write_record(tuner: Any, problem: Problem, result: Any) -> Path:
-    """The recorded key as a dataset (`abductune sweep --call`): every config measured,
-    once each, with the kernel's own list, where it came from and the sample, if any."""
-    from ..datasets.bundled import shape_name
-    from ..datasets.format import SOURCE_FACTS, Dataset, make_source_facts, write_dataset
+
+def record_dataset(tuner: Any, problem: Problem, records: Sequence[Measurement]) -> Any:
+    """The recorded key as a dataset: its records with the kernel's own list, where it came
+    from and the sample, if any (the header of the partial file is this with no records)."""
+    from ..datasets.format import SOURCE_FACTS, Dataset, make_source_facts
     from ..hardware import toolchain
 
     from dataclasses import replace
@@ -27,10 +39,6 @@ def write_record(tuner: Any, problem: Problem, result: Any) -> Path:
         costs = problem_costs(problem.kernel_class, problem.dims, problem.dtypes)
         if costs:
             problem = replace(problem, flops=costs[0], min_bytes=costs[1])
-    seen: dict[tuple, Any] = {}
-    for m in result.history:
-        if "impl" not in m.config and tuner.space.is_valid(m.config):
-            seen.setdefault(tuner.space.key(m.config), m)
     origin = f"{getattr(tuner.base_fn, '__module__', '?')}.{tuner.base_fn.__qualname__} (through patch_triton)"
     meta: dict[str, Any] = {"fixed_configs": tuner._list, "default_config": tuner._list[0] if tuner._list else
                             tuner.space.default(), "origin": origin}
@@ -41,16 +49,217 @@ def write_record(tuner: Any, problem: Problem, result: Any) -> Path:
     facts = _source_facts(tuner)
     if facts:
         meta[SOURCE_FACTS] = make_source_facts(facts)
-    ds = Dataset(problem, tuner.space.to_dict(), list(seen.values()), toolchain(),
-                 restricted_to_records=tuner._record_sample is not None,
-                 source=f"abductune sweep --call ({tuner.name})", meta=meta)
+    return Dataset(problem, tuner.space.to_dict(), list(records), toolchain(),
+                   restricted_to_records=tuner._record_sample is not None,
+                   source=f"abductune sweep --call ({tuner.name})", meta=meta)
+
+
+def record_paths(tuner: Any, problem: Problem) -> tuple[Path, Path]:
+    """(the partial `.jsonl` being appended to, the finished `.jsonl.gz`) of a recorded key."""
+    from ..datasets.bundled import shape_name
+
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", tuner.name)
-    path = tuner.record / safe / f"{shape_name(problem.dims) or 'all'}.jsonl.gz"
+    stem = tuner.record / safe / (shape_name(problem.dims) or "all")
+    return stem.with_name(stem.name + ".jsonl"), stem.with_name(stem.name + ".jsonl.gz")
+
+
+def write_record(tuner: Any, problem: Problem, result: Any, kept: Sequence[Measurement] = ()) -> Path:
+    """The recorded key as a dataset (`abductune sweep --call`): every config measured, once
+    each (`kept`, those an earlier run recorded, first; then the run's history)."""
+    from ..datasets.format import write_dataset
+
+    seen: dict[tuple, Any] = {}
+    for m in [*kept, *result.history]:
+        if "impl" not in m.config and tuner.space.is_valid(m.config):
+            seen.setdefault(tuner.space.key(m.config), m)
+    ds = record_dataset(tuner, problem, list(seen.values()))
+    _, path = record_paths(tuner, problem)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_dataset(ds, path)
     tuner.recorded.append(path)
     log.info("%s: recorded %d configs to %s", tuner.name, len(seen), path)
     return path
+
+
+class Recorder:
+    """One key in record mode: the partial file, what an earlier run kept, the progress lines.
+
+    Built before the key's Session: it reads what is already recorded for this key (the partial
+    `.jsonl`, else a finished `.jsonl.gz`, when its header names the same problem and space) and
+    what the store would answer for free, writes the partial file's header (and those rows), and
+    says so. `evaluator(ev)` wraps the key's evaluator: each config is appended as it is
+    measured, and a config the file already holds is answered from it, not measured again.
+    `finish(result)` writes the dataset and removes the partial file."""
+
+    def __init__(self, tuner: Any, problem: Problem, space: Any, memo: Mapping[tuple, Measurement],
+                 plan: Sequence[Mapping[str, Any]]):
+        from ..datasets.bundled import shape_name
+        from ..files import atomic_write_text
+
+        self.tuner, self.problem, self.space = tuner, problem, space
+        self.partial, self.final = record_paths(tuner, problem)
+        self.label = f"{tuner.name} {shape_name(problem.dims) or 'all'}"
+        self.plan = {space.key(c) for c in plan if space.is_valid(c)}
+        header = json.loads(json.dumps(record_dataset(tuner, problem, []).header(), default=str))
+        kept = self._kept(header)
+        self.known: dict[tuple, Measurement] = {}
+        for m in kept:
+            if "impl" not in m.config and space.is_valid(m.config):
+                self.known.setdefault(space.key(m.config), m)
+        # what the store already holds of this key is answered by the Session without measuring:
+        # into the file too, so the folder alone holds the whole key
+        kept_n = sum(1 for k in self.known if k in self.plan)
+        stored = [m for k, m in memo.items() if k in self.plan and k not in self.known]
+        self.partial.parent.mkdir(parents=True, exist_ok=True)
+        if not self.partial.exists():
+            atomic_write_text(self.partial, "".join(json.dumps(d, separators=(",", ":")) + "\n" for d in
+                                                    [header, *(m.to_dict() for m in self.known.values())]))
+        self._append(stored)
+        for m in stored:
+            self.known[space.key(m.config)] = m
+        self.done = {k for k in self.known if k in self.plan}
+        self.failed = sum(1 for k in self.done if not self.known[k].ok)
+        self.measured = 0  # configs measured by this run
+        self.t0 = self.last = time.monotonic()
+        again = [f"{kept_n} recorded earlier under {self.partial.parent}"] if kept_n else []
+        again += [f"{len(stored)} answered from the store"] if stored else []
+        self.say(f"record {self.label}: {len(self.plan)} configs to record" +
+                 (f", {' and '.join(again)} ({self.failed} failed): measuring the other "
+                  f"{len(self.plan) - len(self.done)}" if again else "") + f"; appending to {self.partial}")
+
+    def _kept(self, header: dict) -> list[Measurement]:
+        """What an earlier run recorded for this key: its partial file, else its finished dataset
+        (a file of another problem or space under the same name is moved aside, not read)."""
+        from ..sweep import read_partial
+
+        head, recs = read_partial(self.partial)
+        if head is not None and _same_key(head, header):
+            return recs
+        if head is not None or self.partial.exists():
+            aside = self.partial.with_name(self.partial.name + ".other")
+            self.partial.replace(aside)
+            log.warning("%s: %s records another problem or space (or has no header); moved to %s and "
+                        "recording afresh", self.tuner.name, self.partial, aside)
+            return []
+        if not self.final.exists():
+            return []
+        from ..datasets.format import DatasetError, read_dataset
+
+        try:
+            ds = read_dataset(self.final)
+        except (DatasetError, OSError, ValueError) as e:
+            log.warning("%s: %s is unreadable (%s); recording afresh", self.tuner.name, self.final, e)
+            return []
+        head = json.loads(json.dumps(ds.header(), default=str))
+        return list(ds.records) if _same_key(head, header) else []
+
+    # -- progress
+    def say(self, line: str) -> None:
+        hook: Callable[[str], None] | None = getattr(self.tuner, "record_progress", None)
+        if hook is not None:
+            hook(line)
+        else:
+            log.info("%s", line)
+
+    def _line(self, what: str = "") -> str:
+        elapsed = time.monotonic() - self.t0
+        left = len(self.plan) - len(self.done)
+        eta = (f"about {_clock(elapsed / self.measured * left)} left" if self.measured and left else
+               "time left unknown" if left else "")
+        parts = [f"{len(self.done)}/{len(self.plan)} configs", f"{self.failed} failed", f"{_clock(elapsed)} elapsed"]
+        return f"record {self.label}: {what}" + ", ".join(parts + ([eta] if eta else []))
+
+    def _note(self, m: Measurement) -> None:
+        k = self.space.key(m.config) if "impl" not in m.config and self.space.is_valid(m.config) else None
+        if k is None:
+            return
+        if k in self.plan and k not in self.done:
+            self.done.add(k)
+            self.failed += not m.ok
+        self.known.setdefault(k, m)
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_EVERY_S:
+            self.last = now
+            self.say(self._line())
+
+    def _append(self, ms: Sequence[Measurement]) -> None:
+        from ..datasets.format import append_records
+
+        if ms:
+            append_records(self.partial, ms)
+
+    # -- the evaluator
+    def evaluator(self, ev: Any) -> "RecordingEvaluator":
+        return RecordingEvaluator(ev, self)
+
+    def measured_now(self, m: Measurement) -> None:
+        self._append([m])
+        self.measured += 1
+        self._note(m)
+
+    def answer(self, cfg: Mapping[str, Any]) -> Measurement | None:
+        """The earlier run's measurement of `cfg`, None when it must be measured."""
+        if "impl" in cfg or not self.space.is_valid(cfg):
+            return None
+        m = self.known.get(self.space.key(cfg))
+        return None if m is None else m.replace(config=dict(cfg), id=None, run_id=None, kind="search")
+
+    def finish(self, result: Any) -> Path:
+        path = write_record(self.tuner, self.problem, result, list(self.known.values()))
+        self.partial.unlink(missing_ok=True)
+        self.say(self._line("done, ") + f"; wrote {path}")
+        return path
+
+
+class RecordingEvaluator:
+    """The key's evaluator, as it is, except that each config measured first goes to the
+    recorder as it lands (`stream`: the Session stores each one as it lands too) and a config
+    the recorder already holds is answered from it. Anything else is the wrapped evaluator's."""
+
+    def __init__(self, inner: Any, recorder: Recorder):
+        self.inner = inner
+        self.recorder = recorder
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("inner", "recorder"):  # not set yet (a copy being built): never recurse
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def stream(self, configs: Sequence[Mapping[str, Any]]) -> Iterator[tuple[list[int], list[Measurement]]]:
+        cfgs = [dict(c) for c in configs]
+        for i, c in enumerate(cfgs):
+            old = self.recorder.answer(c)
+            if old is not None:
+                yield [i], [old]
+                continue
+            # as the evaluators do within a batch: compile workers get the configs still to come
+            later = [x for x in cfgs[i + 1:] if "impl" not in x and self.recorder.answer(x) is None]
+            if getattr(self.inner, "warm", None) is not None and later:
+                try:
+                    self.inner.warm(later)
+                except Exception as e:  # noqa: BLE001 - an optimisation; each launch compiles anyway
+                    log.info("parallel compile failed (%s: %s); compiling in this process", type(e).__name__, e)
+                    self.inner.warm = None
+            [m] = self.inner.evaluate([c])
+            self.recorder.measured_now(m)
+            yield [i], [m]
+
+    def evaluate(self, configs: Sequence[Mapping[str, Any]]) -> list[Measurement]:
+        out: list[Measurement] = []
+        for _, ms in self.stream(configs):
+            out += ms
+        return out
+
+
+def _same_key(head: Mapping[str, Any], header: Mapping[str, Any]) -> bool:
+    """Whether a file's header records the same problem in the same space as this key's."""
+    return all(head.get(k) == header.get(k) for k in ("kernel", "problem", "space"))
+
+
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m{s % 60:02d}s" if s >= 3600 else \
+        f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s"
 
 
 def source_text(tuner: Any) -> str | None:
