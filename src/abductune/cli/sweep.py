@@ -2,8 +2,13 @@
 datasets, and harvest the observed-heuristics database from datasets and the store."""
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import sys
+import threading
 from pathlib import Path
+from typing import Any, Iterator
 
 import click
 from rich.table import Table
@@ -54,20 +59,25 @@ def import_cmd(source: str, out: str, kernel_class: str | None, dims: str | None
 @click.option("--kernel", default=None, help="Built-in or zoo kernel name, or module:Class of your own KernelSpec.")
 @click.option("--call", default=None, help="module:function that calls third-party @triton.autotune kernels (a "
               "library's public op on your shapes): it runs under patch_triton, and every key that would be tuned "
-              "records the space grown around the kernel's own config list instead.")
+              "records the space grown around the kernel's own config list instead (past 1,000 valid configs a "
+              "seeded sample of --sample configs plus the list). Each config is appended to "
+              "OUT/<kernel>/<shape>.jsonl as it is measured and a progress line goes to stderr at a key's start, "
+              "every ~10 s and at its end; a rerun with the same --out measures only the configs not yet there.")
 @click.option("--only", default=None, metavar="NAMES", help="With --call: record only these kernels (their "
               "functions' names, comma-separated); the others tune their own list as usual.")
 @click.option("--shapes", default=None, help="'M=16,N=4096,K=4096;...' (default: the suite's shapes).")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False))
 @click.option("--workers", type=int, default=None, help="Parallel compile processes (default: CPUs).")
 @click.option("--limit", type=int, default=None, help="Only the first N configs (for a quick look).")
+@click.option("--sample", type=int, default=None, metavar="N", help="A space of more than 1,000 valid configs is "
+              "recorded as a seeded sample of N configs (default 400) plus the kernel's own list.")
 @click.option("--ray", "ray_address", default=None, metavar="ADDRESS",
               help="Sweep on a Ray cluster, one worker per GPU, every shape at once (docs/FLEET.md): 'local', "
                    "'auto' (the cluster `ray start` made) or its address. Needs the fleet extra.")
 @click.option("--ray-workers", type=int, default=None, help="With --ray: how many GPU workers (default: all).")
 def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir: str, workers: int | None,
               limit: int | None, ray_address: str | None = None, ray_workers: int | None = None,
-              only: str | None = None) -> None:
+              only: str | None = None, sample: int | None = None) -> None:
     """Measure every config of a kernel for a list of shapes into datasets (resumable)."""
     if ray_address is None:
         require_gpu_stack()  # before anything: without torch and triton nothing below can run
@@ -76,11 +86,14 @@ def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir:
     if (kernel is None) == (call is None):
         raise AbductuneError("sweep needs one of --kernel (a kernel spec) or --call (module:function calling "
                              "@triton.autotune kernels)")
+    if sample is not None and sample < 1:
+        raise AbductuneError(f"--sample must be at least 1 (configs sampled from a space past 1,000 valid "
+                             f"configs), got {sample}")
     if call is not None:
         if shapes or workers or limit:
             raise AbductuneError("--shapes, --workers and --limit go with --kernel; with --call the function's "
                                  "own calls choose the shapes")
-        _sweep_call(call, out_dir, only)
+        _sweep_call(call, out_dir, only, sample)
         return
     if only is not None:
         raise AbductuneError("--only goes with --call (the kernels its function reaches); with --kernel the "
@@ -100,7 +113,7 @@ def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir:
         spec.problem(dims)  # a wrong or missing dim fails now, not after the first shape
     dir_creatable(out_dir, "--out")
     if ray_address is not None:
-        _sweep_on_fleet(ray_address, ray_workers, kernel, shape_list, out_dir, workers, limit)
+        _sweep_on_fleet(ray_address, ray_workers, kernel, shape_list, out_dir, workers, limit, sample)
         return
     hw = local_hardware()  # no visible GPU: one line before any folder or file is made
     with output.progress_bar() as bar:
@@ -111,7 +124,7 @@ def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir:
 
         try:
             paths = sweep(kernel, shape_list, out_dir, compile_workers=workers, limit=limit, hardware=hw,
-                          on_progress=progress)
+                          on_progress=progress, **({} if sample is None else {"sample_size": sample}))
         except KeyboardInterrupt:
             raise Interrupted(_sweep_interrupted_note(out_dir)) from None
     for p in paths:
@@ -119,7 +132,7 @@ def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir:
 
 
 def _sweep_on_fleet(address: str, ray_workers: int | None, kernel: str, shape_list: list[dict[str, int]],
-                    out_dir: str, workers: int | None, limit: int | None) -> None:
+                    out_dir: str, workers: int | None, limit: int | None, sample: int | None = None) -> None:
     """`sweep --ray`: every shape's configs farmed out to the cluster's GPUs (`fleet.sweep_fleet`);
     the files and the store are written here, as each measurement lands."""
     from ..fleet import Farm, sweep_fleet
@@ -139,16 +152,18 @@ def _sweep_on_fleet(address: str, ray_workers: int | None, kernel: str, shape_li
         try:
             with Farm(executor) as farm:
                 paths = sweep_fleet(farm, kernel, shape_list, out_dir, limit=limit, compile_workers=workers,
-                                    on_progress=progress)
+                                    on_progress=progress, sample_size=sample)
         except KeyboardInterrupt:
             raise Interrupted(_sweep_interrupted_note(out_dir)) from None
     for p in paths:
         output.console.print(f"wrote {p}")
 
 
-def _sweep_call(call: str, out_dir: str, only: str | None = None) -> None:
+def _sweep_call(call: str, out_dir: str, only: str | None = None, sample: int | None = None) -> None:
     """`sweep --call`: import and run `module:function` under `patch_triton(record=out_dir)`
-    (recording only the kernels `only` names, when given)."""
+    (recording only the kernels `only` names, when given; `sample`: record_sample), with record
+    mode's progress lines as plain lines on stderr (a log file's, on a remote machine). SIGTERM
+    (`timeout`) ends it as Ctrl-C does: what was measured is already in the `.jsonl` files."""
     from ..autotune import patch_triton
     from ..kernels import _import_user_module
 
@@ -159,7 +174,9 @@ def _sweep_call(call: str, out_dir: str, only: str | None = None) -> None:
     names = tuple(n.strip() for n in (only or "").split(",") if n.strip())
     if only is not None and not names:
         raise AbductuneError("--only names no kernel; write --only kernel_a,kernel_b")
-    with patch_triton(record=out_dir, record_only=names) as patch:  # the module (and the library it imports) is decorated now
+    extra = {} if sample is None else {"record_sample": sample}
+    with patch_triton(record=out_dir, record_only=names, record_progress=_progress_line, **extra) as patch, \
+            _sigterm_interrupts():  # the module (and the library it imports) is decorated now
         try:
             fn = getattr(_import_user_module(mod_name), fn_name)
         except (ImportError, AttributeError) as e:
@@ -180,6 +197,28 @@ def _sweep_call(call: str, out_dir: str, only: str | None = None) -> None:
                              "with a key not already stored")
     for p in sorted(set(paths)):
         output.console.print(f"wrote {p}")
+
+
+def _progress_line(line: str) -> None:
+    """One plain progress line on stderr, flushed (no bar: it goes to log files too)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt while the call runs (main thread only), so a `timeout`
+    ends it as Ctrl-C does: the store marks the run interrupted and the note says what was kept."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _sweep_interrupted_note(out_dir: str) -> str:
