@@ -60,6 +60,32 @@ def quiet_bar() -> bool:
     return not err_console.is_terminal
 
 
+class PlainProgress:
+    """Progress as plain lines on stderr where the bar is off (stderr is not a terminal: a log
+    file, a remote machine's output): a task's first update, then at most one line every
+    `every_s` seconds, and its last (done == total), so a long sweep in `nohup` or under
+    `timeout` says how far it got."""
+
+    def __init__(self, every_s: float = 10.0, clock: Any = None):
+        import time
+
+        self.every_s, self.clock = every_s, clock or time.monotonic
+        self._said: dict[str, float] = {}  # label -> when its last line went out
+        self._start: dict[str, float] = {}
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        now = self.clock()
+        start = self._start.setdefault(label, now)
+        last = self._said.get(label)
+        if last is not None and done < total and now - last < self.every_s:
+            return
+        self._said[label] = now
+        elapsed = now - start
+        left = f", about {elapsed / done * (total - done):.0f}s left" if 0 < done < total and elapsed > 0 else ""
+        err_console.print(f"{label}: {done}/{total}, {elapsed:.0f}s elapsed{left}", markup=False, highlight=False,
+                          soft_wrap=True)
+
+
 def progress_bar(*columns: Any) -> Progress:
     """The progress bar of the long commands (`tune`, `replay`, `sweep`, `learn`), on stderr:
     what runs, the bar, done/total, any `columns` given, the time elapsed; none when stderr is

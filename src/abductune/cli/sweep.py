@@ -116,11 +116,14 @@ def sweep_cmd(kernel: str | None, call: str | None, shapes: str | None, out_dir:
         _sweep_on_fleet(ray_address, ray_workers, kernel, shape_list, out_dir, workers, limit, sample)
         return
     hw = local_hardware()  # no visible GPU: one line before any folder or file is made
+    lines = output.PlainProgress() if output.quiet_bar() else None  # no bar: plain lines for the log
     with output.progress_bar() as bar:
         task = bar.add_task("sweeping", total=None)
 
         def progress(label: str, done: int, total: int) -> None:
             bar.update(task, description=label, completed=done, total=total)
+            if lines is not None:
+                lines(label, done, total)
 
         try:
             paths = sweep(kernel, shape_list, out_dir, compile_workers=workers, limit=limit, hardware=hw,
@@ -141,6 +144,7 @@ def _sweep_on_fleet(address: str, ray_workers: int | None, kernel: str, shape_li
     if ray_workers is not None and ray_workers < 1:
         raise AbductuneError(f"--ray-workers must be at least 1, got {ray_workers}")
     executor, _ = executor_for(address, mode="live", workers=ray_workers)
+    lines = output.PlainProgress() if output.quiet_bar() else None  # no bar: plain lines for the log
     with output.progress_bar() as bar:
         task = bar.add_task(f"sweeping on {executor.name}", total=None)
         done: dict[str, int] = {}
@@ -148,6 +152,8 @@ def _sweep_on_fleet(address: str, ray_workers: int | None, kernel: str, shape_li
         def progress(label: str, n: int, total: int) -> None:
             done[label] = n
             bar.update(task, description=label, completed=sum(done.values()), total=total * len(shape_list))
+            if lines is not None:
+                lines(label, n, total)
 
         try:
             with Farm(executor) as farm:
