@@ -227,13 +227,15 @@ class RecordingEvaluator:
 
     def stream(self, configs: Sequence[Mapping[str, Any]]) -> Iterator[tuple[list[int], list[Measurement]]]:
         cfgs = [dict(c) for c in configs]
+        # which configs the recorder holds, asked once (not once per config still to come)
+        held = [self.recorder.answer(c) is not None for c in cfgs]
         for i, c in enumerate(cfgs):
             old = self.recorder.answer(c)
             if old is not None:
                 yield [i], [old]
                 continue
             # as the evaluators do within a batch: compile workers get the configs still to come
-            later = [x for x in cfgs[i + 1:] if "impl" not in x and self.recorder.answer(x) is None]
+            later = [x for x, h in zip(cfgs[i + 1:], held[i + 1:]) if "impl" not in x and not h]
             if getattr(self.inner, "warm", None) is not None and later:
                 try:
                     self.inner.warm(later)
