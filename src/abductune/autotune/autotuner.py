@@ -618,7 +618,7 @@ def _note_source(tuner: Any) -> None:
     """Tell the theory store's scope checks the kernel's source, so a rule confirmed on kernels
     that hold a row whole is not served to one that loops over it (theory/store/scope.py)."""
     from ..theory.store.scope import note_facts, note_source
-    from .record import source_text
+    from .record import source_text, tile_facts
 
     try:
         src = source_text(tuner)
@@ -627,9 +627,5 @@ def _note_source(tuner: Any) -> None:
         return
     if src:
         note_source(tuner.name, src)
-        try:  # and its tiles' loops, which the classifier reads too (which dim BLOCK_M walks)
-            from ..theory.store.scope import source_facts
-
-            note_facts(tuner.name, source_facts(src, tuner.space))
-        except Exception as e:  # noqa: BLE001 - loops we cannot read stay unknown
-            log.debug("%s: loops not read: %s: %s", tuner.name, type(e).__name__, e)
+        # and its tiles' loops, which the classifier reads too (which dim BLOCK_M walks)
+        note_facts(tuner.name, tile_facts(tuner))

@@ -46,7 +46,7 @@ def record_dataset(tuner: Any, problem: Problem, records: Sequence[Measurement])
         meta["space_from"] = "the kernel's own config list, grown one step beyond its hull along roles"
     if tuner._record_sample:
         meta["sample"] = tuner._record_sample
-    facts = _source_facts(tuner)
+    facts = tile_facts(tuner)
     if facts:
         meta[SOURCE_FACTS] = make_source_facts(facts)
     return Dataset(problem, tuner.space.to_dict(), list(records), toolchain(),
@@ -280,14 +280,20 @@ def source_text(tuner: Any) -> str | None:
         return None
 
 
-def _source_facts(tuner: Any) -> dict[str, str]:
+def tile_facts(tuner: Any) -> dict[str, str]:
     """What the kernel's source says of its tiles (`theory.store.scope.source_facts`), for the
-    dataset's header: a replay cannot read a library's source, and never copies it."""
+    dataset's header (a replay cannot read a library's source, and never copies it) and the
+    classifier (`autotuner._note_source`): read once per autotuner, kept on it."""
+    got = tuner.__dict__.get("_facts")
+    if got is not None:
+        return dict(got)
     from ..theory.store.scope import source_facts
 
     try:
         src = source_text(tuner)
-        return source_facts(src, tuner.space) if src else {}
+        got = source_facts(src, tuner.space) if src else {}
     except Exception as e:  # noqa: BLE001 - a source we cannot read records no facts, never fails the record
         log.debug("%s: no source facts: %s: %s", tuner.name, type(e).__name__, e)
-        return {}
+        got = {}
+    tuner._facts = got
+    return dict(got)
