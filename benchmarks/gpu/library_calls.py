@@ -27,19 +27,6 @@ def _pick(items: tuple) -> tuple:
     return tuple(items[int(i)] for i in pick.split(","))
 
 
-def _record_sample() -> None:
-    """`LIBRARY_CALLS_SAMPLE=N`: record mode samples N configs (plus the kernel's list) of a grown
-    space past the exhaustive limit, in place of 400 (a kernel that compiles per shape, such as
-    FlagGems' conv2d, does not finish 400 in one device call)."""
-    n = os.environ.get("LIBRARY_CALLS_SAMPLE", "").strip()
-    if n:
-        import functools
-
-        from abductune import sweep
-
-        sweep.sample_configs = functools.partial(sweep.sample_configs, size=int(n))
-
-
 def _check(name: str, got: torch.Tensor, want: torch.Tensor, tol: float) -> None:
     """One check per call: a recording of a kernel that computes the wrong thing is worthless."""
     err = (got.float() - want.float()).abs().max().item()
@@ -186,7 +173,6 @@ def flaggems_conv_mv() -> None:
     channels per program, a loop over kernel taps x input-channel blocks, `tl.dot`) on ResNet-50
     stages, and its GEMV (`addmv_kernel`: BLOCK_N rows per program, a loop over the row in BLOCK_M
     columns) on decode projections, bf16."""
-    _record_sample()
     import flag_gems
 
     g = torch.Generator(device="cuda").manual_seed(0)
