@@ -489,3 +489,22 @@ def test_a_module_importable_only_through_a_folder_its_library_added_is_preloade
     without, with_root = json.loads(out.stdout.strip().splitlines()[-1])
     assert not without["ok"] and "hopperish" in without["error"]
     assert with_root == {"ok": True}
+
+
+def test_a_config_still_compiling_in_a_worker_past_the_wait_fails_rather_than_compiling_here_again(monkeypatch):
+    pool = FakePool()
+    monkeypatch.setattr(compiling, "compile_pool", lambda *module: pool)
+    monkeypatch.setattr(compiling, "WAIT_RUNNING_S", 0.05)
+    here = []
+    cfgs = [{"B": 1}, {"B": 2}]
+    w = compiling.parallel_warm("m:k", [torch.zeros(2)], {}, compile_here=lambda c: here.append(c))
+    w(cfgs)
+    for f in pool.futures:  # both running in workers, neither ever answers (ptxas on a hopeless config)
+        f.set_running_or_notify_cancel()
+    launched = []
+    with pytest.raises(compiling.CompileTimeout, match="still compiling in a worker after 0.05 s"):
+        w.first_launch(cfgs[0], lambda: launched.append(1))
+    assert launched == [] and here == []  # not compiled a second time here
+    assert w.stats["compile_timeouts"] == 1 and w.stats["waited"] == 1
+    pool.futures[1].set_result({"ok": True})
+    assert w.settle(cfgs[1])  # the next config goes on as before

@@ -371,6 +371,10 @@ def test_the_search_wins_beyond_the_list_and_prunes_what_cannot_or_may_not_run(t
     assert big.space.is_valid(huge) and "the resource model: needs about" in ev.prune(huge)
     assert ev.prune({**huge, "BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "num_stages": 2}) is None
     assert ev.prune(big._list[1]) is None  # the list itself is the user's: never pruned here
+    # nor compiled where the accumulator alone needs more than twice a thread's registers (ptxas
+    # takes minutes on such configs): 256 x 256 on 2 warps is 1,024 fp32 values a thread
+    spill = {**huge, "BLOCK_SIZE_K": 32, "num_stages": 2, "num_warps": 2}
+    assert big.space.is_valid(spill) and "accumulator registers per thread" in ev.prune(spill)
 
 
 @interpreted

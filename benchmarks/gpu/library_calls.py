@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 
 import torch
-from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_CONV2D, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
+from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_BMM_BMNK, FLAGGEMS_CONV2D, FLAGGEMS_NORM_MN,
+                            FLAGGEMS_UPSAMPLE, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
                             FLAGGEMS_RMS_N, FLAGGEMS_RMS_ROWS, FLAGGEMS_SMX_BWD_MN, FLAGGEMS_VAR_MEAN_MN,
                             GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS)
 
@@ -188,3 +189,40 @@ def flaggems_conv_mv() -> None:
         inp = torch.randn(rows, device="cuda", dtype=torch.bfloat16, generator=g)
         ref = inp.float() + a.float() @ v.float()
         _check(f"flaggems addmv {rows}x{cols}", flag_gems.addmv(inp, a, v), ref, 3e-2)
+
+
+def flaggems_norm() -> None:
+    """FlagGems' L2 vector norm over the last dimension (`l2_norm_kernel`: BLOCK_M rows per
+    program, a loop over the row in BLOCK_N columns, warps), bf16."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for m, n in _pick(FLAGGEMS_NORM_MN):
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        _check(f"flaggems vector_norm {m}x{n}", flag_gems.vector_norm(x, 2, [1]), x.float().norm(dim=-1), 2e-2)
+
+
+def flaggems_bmm() -> None:
+    """FlagGems' batched matmul (`bmm_kernel`: TILE_M x TILE_N of one batch per program, the
+    batch on the grid's third axis, a loop over K in TILE_K, GROUP_M launch order; a `libtuner`
+    with its own heuristics for divisibility), bf16."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for b, m, n, k in _pick(FLAGGEMS_BMM_BMNK):
+        a = torch.randn(b, m, k, device="cuda", dtype=torch.bfloat16, generator=g) * k ** -0.5
+        w = torch.randn(b, k, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        _check(f"flaggems bmm {b}x{m}x{n}x{k}", flag_gems.bmm(a, w), a.float() @ w.float(), 3e-2)
+
+
+def flaggems_upsample() -> None:
+    """FlagGems' nearest-neighbour 2x upsampling (`upsample_nearest2d_kernel`: BLOCK_SIZE output
+    pixels of a plane per program, a grid of (pixels / BLOCK_SIZE, planes / 4), each program
+    stepping over the planes by the grid's second extent), bf16."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for n, c, h, w in _pick(FLAGGEMS_UPSAMPLE):
+        x = torch.randn(n, c, h, w, device="cuda", dtype=torch.bfloat16, generator=g)
+        ref = torch.nn.functional.interpolate(x.float(), scale_factor=2, mode="nearest")
+        _check(f"flaggems upsample_nearest2d {n}x{c}x{h}x{w}", flag_gems.upsample_nearest2d(x, [2 * h, 2 * w]), ref, 1e-2)

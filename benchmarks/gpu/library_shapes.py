@@ -27,3 +27,10 @@ FLAGGEMS_CONV2D = ((32, 64, 56, 56, 64, 3, 1, 1), (32, 128, 28, 28, 128, 3, 1, 1
 # FlagGems' addmv (GEMV: out = beta * inp + alpha * A @ x), bf16, A is (rows, cols): decode-time projections
 # and an LM head
 FLAGGEMS_ADDMV_NM = ((4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096))
+# FlagGems' L2 vector norm over the last dimension, bf16: (rows, row length)
+FLAGGEMS_NORM_MN = ((4096, 4096), (16384, 2048), (2048, 14336), (1024, 32768))
+# FlagGems' batched matmul, bf16: (batch, M, N, K); the autotuner's key carries M, N, K and two
+# strides, not the batch, so each shape differs in M, N or K
+FLAGGEMS_BMM_BMNK = ((32, 512, 512, 128), (16, 1024, 1024, 1024), (8, 2048, 4096, 128), (64, 256, 128, 2048))
+# FlagGems' nearest-neighbour upsampling by 2, bf16: (batch, channels, input height, input width)
+FLAGGEMS_UPSAMPLE = ((32, 64, 56, 56), (8, 128, 128, 128), (16, 256, 32, 32))

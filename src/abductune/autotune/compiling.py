@@ -17,6 +17,7 @@ import inspect
 import logging
 import sys
 import time
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Callable, Mapping, Sequence
 
 from ..space import Config
@@ -29,6 +30,10 @@ from .keys import interpreted, is_descriptor, python_fn
 log = logging.getLogger(__name__)
 
 WAIT_RUNNING_S = 120.0  # the longest a launch waits for a worker already compiling its config
+
+
+class CompileTimeout(RuntimeError):
+    """A config's compile ran in a worker past `WAIT_RUNNING_S`: it fails as a config does."""
 
 
 def peelable(under: Any) -> bool:
@@ -195,7 +200,7 @@ class Warmer:
         self.pending: dict[str, Config] = {}  # named while no worker was hot, not launched yet
         self.stats: dict[str, Any] = {"sent": 0, "from_workers": 0, "waited": 0, "waited_s": 0.0, "withdrawn": 0,
                                       "compiled_here": 0, "helped": 0, "worker_failed": 0, "pool_cold_calls": 0,
-                                      "sent_late": 0, "worker_misses": 0}
+                                      "sent_late": 0, "worker_misses": 0, "compile_timeouts": 0}
         compile_pool(self.module)  # starts it (if the decoration did not) and has its workers import the module
 
     def _job(self, c: Config) -> dict[str, Any] | None:
@@ -303,7 +308,15 @@ class Warmer:
         waited = not f.done()
         try:
             res = f.result(timeout=WAIT_RUNNING_S)
-        except Exception:  # noqa: BLE001 - a timeout, or a dead worker: compile here
+        except FutureTimeout:
+            # compiling it here would take as long again (ptxas on a config that spills
+            # massively can take minutes): the config fails, the search goes on
+            self.stats["waited"] += 1
+            self.stats["waited_s"] += time.perf_counter() - t0
+            self.stats["compile_timeouts"] += 1
+            raise CompileTimeout(f"{self.target}: config {dict(c)} was still compiling in a worker after "
+                                 f"{WAIT_RUNNING_S:g} s; left out of this search") from None
+        except Exception:  # noqa: BLE001 - a dead worker: compile here
             res = None
         if waited:
             self.stats["waited"] += 1

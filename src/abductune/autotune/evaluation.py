@@ -15,7 +15,7 @@ from ..measure.inprocess import InProcessEvaluator, Launch, _samples, bench_time
 from ..measurement import Measurement
 from ..problem import Problem
 from ..space import Config, Space
-from ..theory.resources import infeasible
+from ..theory.resources import hopeless, infeasible
 from .configs import LAUNCH_KW, launch_kwargs, triton_config
 from .keys import dtype_name, interpreted
 
@@ -42,7 +42,7 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
     def prune(cfg: Config) -> str | None:
         if "impl" in cfg or any(cfg == d for d in tuner._list):
             return None  # the list was pruned before it became the seeds
-        why = infeasible(problem, space, cfg)
+        why = infeasible(problem, space, cfg) or hopeless(problem, space, cfg)
         if why:
             return f"the resource model: {why}"
         if tuner.early_config_prune is not None and not tuner.early_config_prune(

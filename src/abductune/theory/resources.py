@@ -71,6 +71,8 @@ STAGES_KEPT = 3
 MAX_REGS_PER_THREAD = 255
 REGS_PER_BLOCK = 65536
 REG_GRANULE = 8
+# `hopeless`: an accumulator past this many times a thread's registers is not worth a compile
+HOPELESS_REGS_X = 2
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,23 @@ def spills(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | N
     if fp.acc_per_thread is not None and fp.acc_per_thread > ACC_MAX:
         return (f"{fp.acc_per_thread:g} accumulator values per thread (past {ACC_MAX}, registers spill to "
                 "local memory)")
+    return None
+
+
+def hopeless(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | None:
+    """Why `config` is not worth compiling, or None: the fp32 accumulator alone (with attention's
+    scores and P) needs more than `HOPELESS_REGS_X` times the registers a thread can have, so
+    most of it lives in local memory. Such configs run many times slower than their neighbours
+    and ptxas takes tens of seconds to minutes on them (on the H100 a 128 x 256 bf16 product tile
+    on 2 warps, 512 values a thread, compiled in 17 s and spilled 4.6 KB; a larger one did not
+    finish compiling in 150 s). The bound is the register file's, not fitted: growth beyond a
+    config list and record mode's samples skip them; a config the user listed is still tried."""
+    fp = footprint(problem, space, config)
+    cap = fp.reg_cap or MAX_REGS_PER_THREAD
+    need = fp.live_regs if fp.live_regs is not None else fp.acc_per_thread
+    if need is not None and need > HOPELESS_REGS_X * cap:
+        return (f"about {need:g} accumulator registers per thread, over {HOPELESS_REGS_X} times the {cap} a "
+                "thread can have: most would spill, and ptxas takes minutes on such configs")
     return None
 
 
