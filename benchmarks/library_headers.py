@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 
 from abductune.datasets.format import read_dataset, write_dataset  # noqa: E402
 from library_shapes import DYT_ROWS as ROWS  # noqa: E402
-from library_shapes import FLAGGEMS_RMS_ROWS, GLA_CHUNK, GLA_SHAPES  # noqa: E402
+from library_shapes import FLAGGEMS_BMM_BMNK, FLAGGEMS_RMS_ROWS, GLA_CHUNK, GLA_SHAPES  # noqa: E402
 from library_shapes import MOE_LAYERS as _MOE_CALLS  # noqa: E402
 
 
@@ -123,12 +123,39 @@ def _fg_addmv(p):
                                           flops=2.0 * rows * cols, min_bytes=2.0 * rows * cols + 2.0 * cols + 4.0 * rows)
 
 
+def _fg_norm(p):
+    # one norm per row: each row read once (bf16), one bf16 value written per row
+    rows, cols = p.dims["M"], p.dims["N"]
+    return "flaggems_vector_norm_bf16", replace(p, kernel_class="row_reduction", dims={"rows": rows, "cols": cols},
+                                                flops=2.0 * rows * cols, min_bytes=2.0 * rows * cols + 2.0 * rows)
+
+
+BMM = {(m, n, k): b for b, m, n, k in FLAGGEMS_BMM_BMNK}
+
+
+def _fg_bmm(p):
+    # the key carries M, N, K (and two strides), not the batch: it comes from the call's shapes
+    m, n, k = p.dims["M"], p.dims["N"], p.dims["K"]
+    b = BMM[(m, n, k)]
+    return "flaggems_bmm_bf16", replace(p, kernel_class="matmul", dims={"batch": b, "M": m, "N": n, "K": k},
+                                        flops=2.0 * b * m * n * k, min_bytes=2.0 * b * (m * k + k * n + m * n))
+
+
+def _fg_upsample(p):
+    # a gather-copy: every output element written once (bf16), every input element read once
+    # (a quarter as many at 2x); no arithmetic
+    out = p.dims["N"] * p.dims["C"] * p.dims["OH"] * p.dims["OW"]
+    return "flaggems_upsample_nearest2d_bf16", replace(p, kernel_class="elementwise", dims={"numel": out},
+                                                       flops=0.0, min_bytes=2.0 * out * 1.25)
+
+
 KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "chunk_fwd_kernel_h": lambda p: _gla(p, True), "chunk_gla_fwd_kernel_o": lambda p: _gla(p, False),
            "rms_norm_loop_kernel": _fg_rms, "layer_norm_loop_kernel": _fg_ln,
            "log_softmax_backward_kernel": _fg_lsm_bwd,
            "var_mean_welford_kernel": _fg_var_mean, "softmax_backward_kernel_inner": _fg_smx_bwd,
-           "addmv_kernel": _fg_addmv,
+           "addmv_kernel": _fg_addmv, "l2_norm_kernel": _fg_norm, "bmm_kernel": _fg_bmm,
+           "upsample_nearest2d_kernel": _fg_upsample,
            "_fused_up_proj_swiglu_kernel": lambda p: _moe(p, True),
            "_fused_down_proj_kernel": lambda p: _moe(p, False)}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
@@ -143,7 +170,10 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "log_softmax_backward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.ops.log_softmax.log_softmax_backward"),
             "var_mean_welford_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.var_mean"),
             "softmax_backward_kernel_inner": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.ops.softmax.softmax_backward"),
-            "addmv_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.addmv")}
+            "addmv_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.addmv"),
+            "l2_norm_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.vector_norm"),
+            "bmm_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.bmm"),
+            "upsample_nearest2d_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.upsample_nearest2d")}
 
 
 def main() -> None:

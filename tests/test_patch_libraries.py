@@ -405,3 +405,26 @@ def test_theory_predictions_beyond_the_grown_space_are_searched(tmp_path: Path, 
     fresh = mm.make(store=tmp_path / "s.sqlite", timer=Timer(lambda c: 1.0), budget=6)
     mm.matmul(fresh, a, b)  # another process: the same key space, so the store's winner
     assert fresh.stats["store_hits"] == 1 and fresh.best_config.kwargs["BLOCK_SIZE_K"] == 256
+
+
+@interpreted
+def test_a_tune_runs_under_the_ptxas_watch(tmp_path: Path, monkeypatch):
+    import contextlib
+
+    from abductune.autotune import autotuner as at_mod
+
+    entered = []
+
+    @contextlib.contextmanager
+    def watching():
+        entered.append("in")
+        yield None
+        entered.append("out")
+    monkeypatch.setattr(at_mod, "watching", watching)
+    timer = Timer(lambda c: 1.0)
+    k = mm.make(store=tmp_path / "s.sqlite", timer=timer, budget=4)
+    a, b = torch.randn(16, 32), torch.randn(32, 16)
+    mm.matmul(k, a, b)
+    assert entered == ["in", "out"] and timer.seen  # measured inside the watch, which ended with the tune
+    mm.matmul(k, a, b)
+    assert entered == ["in", "out"]  # a hit tunes nothing and watches nothing

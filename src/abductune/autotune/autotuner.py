@@ -40,6 +40,7 @@ from .evaluation import call_evaluator, printing
 from .keys import (key_problem, key_value, open_store, python_fn, triton_key, triton_toolchain, tuning_lock,
                    why_missed)
 from .phases import count_beyond, now, tune_phases
+from .ptxas_watch import watching
 from .record import Recorder
 
 log = logging.getLogger(__name__)
@@ -457,7 +458,8 @@ class Autotuner(TritonAutotuner):
         t0 = time.perf_counter()
         marks = {"start": t0}
         store = open_store(self.store_spec)
-        with tuning_lock(self, store, ctx, budget, lambda: self._stored_choice(store, ctx, budget)[0] is not None):
+        with tuning_lock(self, store, ctx, budget, lambda: self._stored_choice(store, ctx, budget)[0] is not None), \
+                watching():  # a ptxas that runs for minutes is killed: its config fails, the tune goes on
             choice, _ = self._stored_choice(store, ctx, budget)  # another process may have finished it
             if choice is not None:
                 self.stats["store_hits"] += 1
