@@ -143,10 +143,28 @@ def _fg_bmm(p):
 
 def _fg_upsample(p):
     # a gather-copy: every output element written once (bf16), every input element read once
-    # (a quarter as many at 2x); no arithmetic
+    # (a quarter as many at 2x); no arithmetic, counted as one operation per output element
+    # (the zoo's headers carry positive FLOPs; a copy is memory-bound either way)
     out = p.dims["N"] * p.dims["C"] * p.dims["OH"] * p.dims["OW"]
     return "flaggems_upsample_nearest2d_bf16", replace(p, kernel_class="elementwise", dims={"numel": out},
-                                                       flops=0.0, min_bytes=2.0 * out * 1.25)
+                                                       flops=float(out), min_bytes=2.0 * out * 1.25)
+
+
+def _fg_conv(p):
+    # an implicit GEMM: output pixels (batch x out height x out width) by output channels, reduced
+    # over input channels x kernel taps; the kernel names its tiles for the conv's own dims, so the
+    # dataset's roles are restated as the product's (CONV_ROLES); each input read once, the
+    # weights once, the output written once (bf16)
+    d = p.dims
+    m = d["in_n"] * d["out_height"] * d["out_width"]
+    n, k = d["out_c"], d["weight_c"] * d["weight_height"] * d["weight_width"]
+    inp = d["in_n"] * d["weight_c"] * d["input_height"] * d["input_width"]
+    return "flaggems_conv2d_bf16", replace(p, kernel_class="matmul", dims={"M": m, "N": n, "K": k},
+                                           flops=2.0 * m * n * k, min_bytes=2.0 * (inp + n * k + m * n))
+
+
+CONV_ROLES = {"BLOCK_NI_HO_WO": "tile:M", "BLOCK_CO": "tile:N", "BLOCK_CI": "tile:K"}
+ROLES = {"conv2d_forward_kernel": CONV_ROLES}  # kernel -> {parameter: role} restated in the header
 
 
 KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
@@ -155,7 +173,7 @@ KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "log_softmax_backward_kernel": _fg_lsm_bwd,
            "var_mean_welford_kernel": _fg_var_mean, "softmax_backward_kernel_inner": _fg_smx_bwd,
            "addmv_kernel": _fg_addmv, "l2_norm_kernel": _fg_norm, "bmm_kernel": _fg_bmm,
-           "upsample_nearest2d_kernel": _fg_upsample,
+           "upsample_nearest2d_kernel": _fg_upsample, "conv2d_forward_kernel": _fg_conv,
            "_fused_up_proj_swiglu_kernel": lambda p: _moe(p, True),
            "_fused_down_proj_kernel": lambda p: _moe(p, False)}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
@@ -173,7 +191,8 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "addmv_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.addmv"),
             "l2_norm_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.vector_norm"),
             "bmm_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.bmm"),
-            "upsample_nearest2d_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.upsample_nearest2d")}
+            "upsample_nearest2d_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.upsample_nearest2d"),
+            "conv2d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.conv2d")}
 
 
 def main() -> None:
@@ -192,8 +211,11 @@ def main() -> None:
             licence = "" if "(" in release else " (BSD-2-Clause)"  # Liger's entries name no licence
             origin = (f"{release}{licence}: {base}, recorded through its public "
                       f"op {op} under patch_triton, never copied")
-            ds = replace(ds, problem=problem, meta={**ds.meta, "origin": origin,
-                                                    "header_completed": "benchmarks/library_headers.py"})
+            roles = ROLES.get(d.name, {})
+            space = {**ds.space_dict, "params": [{**q, "role": roles.get(q["name"], q["role"])}
+                                                 for q in ds.space_dict["params"]]}
+            ds = replace(ds, problem=problem, space_dict=space, _space=None,
+                         meta={**ds.meta, "origin": origin, "header_completed": "benchmarks/library_headers.py"})
             # MoE keys name (H_dim, I_dim); its datasets are named for the GEMM's own dims
             stem = ("_".join(f"{k}{v}" for k, v in problem.dims.items())
                     if name.startswith(("liger_moe", "fla_", "flaggems_")) else None)

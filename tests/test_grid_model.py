@@ -186,3 +186,8 @@ def test_with_the_switch_off_the_grid_counts_tiled_dims_only(monkeypatch):
     assert grid_tiles(pb, row_only, {"BLOCK_N": 1024, "num_warps": 4})[0] == 300
     monkeypatch.setattr(diagnose_module, "GRID_UNTILED", True)
     assert grid_tiles(pb, row_only, {"BLOCK_N": 1024, "num_warps": 4})[0] == 300
+    # a batched matmul counts its batch either way (session 21: a held-out bmm was read as one product)
+    bmm = Problem("bmm_test", "matmul", {"batch": 6, "M": 512, "N": 512, "K": 512}, {"a": "fp16"}, hardware=H100)
+    monkeypatch.setattr(diagnose_module, "GRID_UNTILED", False)
+    assert grid_tiles(bmm, matmul_space(), DEFAULT_MM)[0] == 6 * 4 * 4
+    assert diagnose(measured(DEFAULT_MM), bmm, matmul_space()).tiles == 6 * 4 * 4
