@@ -216,3 +216,23 @@ def test_missing_package_error_and_quiet_seeding(hidden, caplog):
     st = {f["name"]: f for f in rep.fired}
     assert st[nvidia.NAME]["status"] == "ineligible"
     assert not [r for r in caplog.records if "nvidia" in r.getMessage().lower()]
+
+
+def test_a_batched_matmul_is_asked_with_its_batch_size(nv, monkeypatch):
+    # FlagGems' bmm (session 21): the model ranks tiles for one product unless told the batch
+    asked = []
+    real = nvidia._query
+
+    def spy(*a, **k):
+        asked.append(a[-1] if len(a) > 8 else k.get("batch", 1))
+        return real(*a, **k)
+    monkeypatch.setattr(nvidia, "_query", spy)
+    h100 = lookup("H100-SXM")
+    one = Problem("mm", "matmul", {"M": 512, "N": 512, "K": 128}, {"a": "bf16", "b": "bf16"}, hardware=h100)
+    many = Problem("bmm", "matmul", {"batch": 32, "M": 512, "N": 512, "K": 128}, {"a": "bf16", "b": "bf16"},
+                   hardware=h100)
+    assert nvidia.batch_of(one) == 1 and nvidia.batch_of(many) == 32
+    a, b = nvidia.model_configs(one, 4), nvidia.model_configs(many, 4)
+    assert asked == [1, 32] and a and b
+    # 16 tiles of 128 x 128 leave most of 132 SMs idle for one product, not for 32 of them
+    assert [c.runtime_s for c in a] != [c.runtime_s for c in b]

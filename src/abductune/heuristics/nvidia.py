@@ -18,7 +18,8 @@ candidates are ranked by the timing model, as NVIDIA's CUTLASS and PyTorch's int
   name spelling one of the model's GPUs (e.g. "L4", "H20_SXM"). Anything else is ineligible:
   the model would describe a different chip. The 40 GB A100s are left out (the model knows
   only the 80 GB boards, whose bandwidth differs).
-- **Shape**: M, N, K as `abductune.classify` reads them (batch size 1). A MoE matmul (an E
+- **Shape**: M, N, K as `abductune.classify` reads them, and the batch size of a batched matmul
+  (a dim named batch; else 1). A MoE matmul (an E
   dim) is ineligible: its per-expert M depends on the routing.
 - **Precision** (`precision_string`): the model's letters per operand (H fp16, T bf16, S fp32,
   Q fp8 e4m3, R fp8 e5m2, B int8), accumulation in fp32 (S), int32 (I) for int8:
@@ -60,6 +61,7 @@ import ctypes
 import dataclasses
 import importlib
 import inspect
+import math
 import os
 import re
 import threading
@@ -235,6 +237,15 @@ def _mnk(problem: Problem) -> tuple[int, int, int] | None:
     return None
 
 
+def batch_of(problem: Problem) -> int:
+    """The number of independent products a batched matmul computes (its dim named batch, as
+    `theory.diagnose.grid_tiles` counts it), else 1: the model takes a batch size."""
+    from ..theory.diagnose import BATCH_NAMES
+
+    c = classify(problem)
+    return max(1, math.prod(int(v) for k, v in c.dims.items() if k.lower().replace("_", "") in BATCH_NAMES))
+
+
 def why_not(problem: Problem, hardware: HardwareInfo | str | None = None) -> str | None:
     """Why the model cannot serve `problem` (None when it can), module presence aside."""
     cls = classify(problem).kernel_class
@@ -340,7 +351,7 @@ def model_configs(problem: Problem, count: int, *, hardware: HardwareInfo | str 
     gpu = gpu_enum_name(hw)
     m, n, k = _mnk(problem)  # type: ignore[misc]
     return _query(gpu, precision_string(problem), layout_name(problem, space, layout), m, n, k,
-                  max(1, int(count)), _allowed(space))
+                  max(1, int(count)), _allowed(space), batch_of(problem))
 
 
 def _to_model_config(rank: int, r: Mapping[str, Any]) -> ModelConfig:
@@ -354,8 +365,8 @@ def _to_model_config(rank: int, r: Mapping[str, Any]) -> ModelConfig:
 
 
 def _query(gpu: str, precision: str, layout: str, m: int, n: int, k: int, count: int,
-           allowed: tuple) -> list[ModelConfig]:
-    key = (gpu, precision, layout, m, n, k, count, allowed)
+           allowed: tuple, batch: int = 1) -> list[ModelConfig]:
+    key = (gpu, precision, layout, m, n, k, count, allowed, batch)
     with _LOCK:
         if key in _CACHE:
             return _CACHE[key]
@@ -380,7 +391,7 @@ def _query(gpu: str, precision: str, layout: str, m: int, n: int, k: int, count:
             return 1
 
     with _LOCK:  # one handle per GPU, not documented as thread-safe
-        prob = lh.makeNvMatmulHeuristicsProblem(m, n, k, lay)
+        prob = lh.makeNvMatmulHeuristicsProblem(m, n, k, lay, batch)
         backend = lh.createBackend(mod.NvMatmulHeuristicsTarget.TRITON)
         try:
             if not has_split:
