@@ -155,3 +155,29 @@ def test_sweep_call_only_records_the_named_kernels_and_the_others_still_run(tmp_
     assert "add_kernel" in r.stderr and "scale_kernel" in r.stderr  # what it did reach
     r = _sweep(tmp_path, "--kernel", "matmul", "--out", str(tmp_path / "o3"), "--only", "x")
     assert r.returncode == 2 and "--only goes with --call" in r.stderr
+
+
+def test_one_shape_called_in_two_dtypes_records_two_files_and_a_rerun_keeps_both(tmp_path):
+    # record mode named a file by shape alone: the second dtype's dataset overwrote the first's
+    (tmp_path / "thirdparty.py").write_text(LIBRARY)
+    (tmp_path / "caller.py").write_text(textwrap.dedent('''
+        import torch
+
+
+        def run():
+            import thirdparty
+            for dt in (torch.float32, torch.float16):
+                x, y = torch.randn(1000).to(dt), torch.randn(1000).to(dt)
+                assert torch.allclose(thirdparty.add(x, y).float(), (x + y).float(), atol=1e-2)
+    '''))
+    out = tmp_path / "out"
+    from abductune.datasets.format import read_dataset
+
+    for _ in range(2):  # the rerun finds each key's own file
+        r = _sweep(tmp_path, "--call", "caller:run", "--out", str(out))
+        assert r.returncode == 0, r.stdout + r.stderr
+        paths = sorted((out / "add_kernel").glob("*.jsonl.gz"))
+        assert [p.name for p in paths] == ["n1000.jsonl.gz", "n1000_fp16.jsonl.gz"]
+        dts = [set(read_dataset(p).problem.dtypes.values()) for p in paths]
+        assert dts == [{"fp32"}, {"fp16"}]
+    assert not list((out / "add_kernel").glob("*.other"))  # nothing moved aside

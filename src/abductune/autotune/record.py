@@ -55,12 +55,35 @@ def record_dataset(tuner: Any, problem: Problem, records: Sequence[Measurement])
 
 
 def record_paths(tuner: Any, problem: Problem) -> tuple[Path, Path]:
-    """(the partial `.jsonl` being appended to, the finished `.jsonl.gz`) of a recorded key."""
+    """(the partial `.jsonl` being appended to, the finished `.jsonl.gz`) of a recorded key:
+    `<kernel>/<shape>`, or `<kernel>/<shape>_<dtypes>` where that name already records the same
+    shape in other dtypes (a bf16 and an fp16 call of one shape are two keys, two files)."""
     from ..datasets.bundled import shape_name
 
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", tuner.name)
-    stem = tuner.record / safe / (shape_name(problem.dims) or "all")
-    return stem.with_name(stem.name + ".jsonl"), stem.with_name(stem.name + ".jsonl.gz")
+    base = tuner.record / safe / (shape_name(problem.dims) or "all")
+    tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(sorted({str(v) for v in problem.dtypes.values()})))
+    for stem in (base, base.with_name(f"{base.name}_{tag}")):
+        partial, final = stem.with_name(stem.name + ".jsonl"), stem.with_name(stem.name + ".jsonl.gz")
+        there = _recorded_dtypes(partial) if partial.exists() else _recorded_dtypes(final)
+        if not tag or there is None or there == {k: str(v) for k, v in problem.dtypes.items()}:
+            return partial, final
+    return partial, final
+
+
+def _recorded_dtypes(path: Path) -> dict[str, str] | None:
+    """The dtypes the dataset or partial file at `path` records (its header line), None where
+    there is no such file or no readable header."""
+    import gzip
+
+    if not path.exists():
+        return None
+    try:
+        with (gzip.open(path, "rt") if path.name.endswith(".gz") else open(path)) as f:
+            head = json.loads(f.readline())
+        return {k: str(v) for k, v in (head.get("problem") or {}).get("dtypes", {}).items()}
+    except (OSError, ValueError, AttributeError, EOFError):
+        return None
 
 
 def write_record(tuner: Any, problem: Problem, result: Any, kept: Sequence[Measurement] = ()) -> Path:
