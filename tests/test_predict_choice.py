@@ -53,6 +53,12 @@ def test_the_chain_serves_only_where_it_beat_the_defaults(tmp_path):
                                   "mm_b_fp16": entry([1.2], [9.0], [1.2])}, name="tie.json")
     assert choice.served(CHAIN, json.loads(tie.read_text())["all"]["mm_a_fp16"]["ratios"]) == [1.1, 1.0]
     assert choice.order_for("matmul", (), CHAIN, path=tie).sources == ()
+    # a lead inside the noise band (`TIE_MARGIN`, 0.5%) is a tie too: 0.3% ahead serves the default,
+    # 1% ahead the chain
+    for lead, served in ((1.003, ()), (1.01, CHAIN)):
+        close = evidence(tmp_path, ks, {"mm_a_fp16": entry([1.0], [None], [lead]),
+                                        "mm_b_fp16": entry([1.0], [None], [lead])}, name=f"close{lead}.json")
+        assert choice.order_for("matmul", (), CHAIN, path=close).sources == served
     assert choice.order_for("attention", (), CHAIN, path=tie) is None  # a class it does not know
     assert choice.order_for("matmul", (), CHAIN, path=tmp_path / "absent.json") is None
 
