@@ -381,3 +381,25 @@ def test_the_compile_timeout_follows_the_seeds_and_is_put_back():
     assert before > 10 and seen_timeouts[0] == before  # the seeds compile under the user's timeout
     assert seen_timeouts[-1] == 10 and s.report["compile_timeout_s"] == 10
     assert s.settings.autotune_compile_timeout == before
+
+
+def test_each_search_phase_runs_under_the_ptxas_watch(monkeypatch):
+    import contextlib
+
+    depth, seen = [0], []
+
+    @contextlib.contextmanager
+    def watching():
+        depth[0] += 1
+        yield None
+        depth[0] -= 1
+    monkeypatch.setattr(HS, "watching", watching)
+    bound, args = _kernel("mm")
+    base = lambda c: 1.0 + _tiles(c)  # noqa: E731
+
+    def timed(c):
+        seen.append(depth[0])
+        return base(c)
+    s = AbductuneSearch(bound, args, benchmark_provider_cls=_provider(Model(timed)), max_evaluations=12)
+    s.autotune(skip_cache=True)
+    assert sum(d == 1 for d in seen) >= 8 and all(d == 1 for d in seen[1:]), seen  # the search, inside a watch

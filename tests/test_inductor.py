@@ -768,3 +768,25 @@ def test_on_a_gpu_tuned_once_then_answered_by_the_store(tmp_path):
     assert all(r.status == "done" for r in runs)
     assert any(r.context.kernel_class == "row_reduction" for r in runs)
     assert len({Context.identity.fget(r.context) for r in runs}) == len(runs)
+
+
+def test_a_search_runs_under_the_ptxas_watch(tmp_path, monkeypatch):
+    # Inductor compiles in its own worker processes, under this one: a ptxas stuck for minutes
+    # there is killed while the search runs (measure/ptxas_watch.py)
+    import contextlib
+
+    entered = []
+
+    @contextlib.contextmanager
+    def watching():
+        entered.append("in")
+        yield None
+        entered.append("out")
+    monkeypatch.setattr(inductor, "watching", watching)
+    gpu = FakeGPU({"XBLOCK": 8, "R0_BLOCK": 256, "num_warps": 4})
+    gpu.install(monkeypatch)
+    with inductor.enable(store=tmp_path / "s.sqlite", budget=8) as h:
+        t = load("triton_red_fused_mul_sum_0")
+        prime(t)
+        t.run("in", "out", 300, 5000, 300, stream=0)
+        assert h.stats["searches"] == 1 and entered == ["in", "out"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from abductune.autotune import ptxas_watch
+from abductune.measure import ptxas_watch
 from abductune.errors import AbductuneError
 
 linux = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="the watch reads /proc (Linux only)")

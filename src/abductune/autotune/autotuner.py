@@ -40,7 +40,7 @@ from .evaluation import call_evaluator, printing
 from .keys import (key_problem, key_value, open_store, python_fn, triton_key, triton_toolchain, tuning_lock,
                    why_missed)
 from .phases import count_beyond, now, tune_phases
-from .ptxas_watch import watching
+from ..measure.ptxas_watch import watching
 from .record import Recorder
 
 log = logging.getLogger(__name__)

@@ -48,6 +48,7 @@ from helion.autotuner.base_search import PopulationBasedSearch
 from ..hardware import HardwareInfo, lookup
 from ..search import Budget, make_strategy
 from ..search.base import Seed
+from ..measure.ptxas_watch import watching
 from ..session import Session
 from ..store import Store
 from .helion_kernel import facts_of
@@ -367,9 +368,9 @@ class _Phases:
                 seed: int = 0) -> Any:
         before, known, start = self.shared.timing.snapshot(), len(self.shared.members), dict(self.anchor)
         self.search.set_generation(len(self.phases) + 1)
-        with Session(ev, strategy=strategy, seed=seed, options=options, seeds=seeds, store=self.store,
-                     budget=self.search._budget(evaluations, self.t_start), toolchain=self.tc,
-                     batch_size=max(1, batch)) as s:
+        with watching(), Session(ev, strategy=strategy, seed=seed, options=options, seeds=seeds,  # kill stuck ptxas
+                                 store=self.store, budget=self.search._budget(evaluations, self.t_start),
+                                 toolchain=self.tc, batch_size=max(1, batch)) as s:
             res = s.run(baselines=baselines)
         w = res.winner
         self.phases.append({"phase": name, "units": list(units), "evaluations": res.evaluations,

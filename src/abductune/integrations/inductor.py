@@ -57,6 +57,7 @@ from collections import Counter
 from typing import Any, Mapping
 
 from ..errors import AbductuneError
+from ..measure.ptxas_watch import watching
 from ..search import Budget, make_strategy
 from ..search.base import Seed
 from ..session import Session
@@ -363,9 +364,9 @@ def _finish_kernel(tuner: Any, handle: Handle, launcher: Any, args: tuple, kwarg
             ev.warm = _warmer(tuner)
         seeds = [Seed(start, "inductor")] + [Seed(c, s) for c, s in K.candidates(desc, start, settings.candidates)]
         inductor = [c for c in (desc.config_of(kw, w) for kw, w in tuner._abt.inductor) if c is not None]
-        with Session(ev, strategy=settings.strategy, seed=settings.seed, options=dict(settings.options),
-                     budget=Budget(settings.evaluations, settings.seconds), seeds=seeds, store=handle.store,
-                     toolchain=handle.toolchain) as session:
+        with watching(), Session(ev, strategy=settings.strategy, seed=settings.seed,  # a ptxas stuck for minutes is killed
+                                 options=dict(settings.options), budget=Budget(settings.evaluations, settings.seconds),
+                                 seeds=seeds, store=handle.store, toolchain=handle.toolchain) as session:
             res = session.run(baselines={"inductor": inductor, "start": [start]})
         best = res.winner.config if res.winner is not None and res.winner.ok else start
         handle.stats["searches"] += 1

@@ -19,7 +19,7 @@ of the mean log slowdown of what each serves on the kernel's shapes (every kerne
 once). The chain is served only where it beat the default by more than `TIE_MARGIN` (0.5%,
 the noise band of issue 27's search targets); closer is a tie, and a tie goes to the default; where
 the holdout leaves no other kernel of the class, nothing has earned trust and the default is
-served, saying so. No margin, weight or threshold was fitted. A class the file does not know
+served, saying so. No weight, threshold or margin was fitted (the margin is issue 27's noise band). A class the file does not know
 keeps the chain unjudged.
 
 Why two candidates and not every order of the sources (NVIDIA's model among them): on the 16
@@ -83,7 +83,8 @@ class Choice:
             return f"none of the sources trusted for {self.kernel_class} ({', '.join(self.sources)}) has an answer"
         chain = next((k for k in self.score if k != DEFAULT), "")
         return (f"the learned sources ({chain.replace(' > ', ' then ')}: {self.score.get(chain, 0):.3f}x the "
-                f"optimum) did not beat the kernels' own defaults ({self._x(())}) on {len(self.kernels)} other "
+                f"optimum) did not beat the kernels' own defaults ({self._x(())}) by more than "
+                f"{TIE_MARGIN:.1%} on {len(self.kernels)} other "
                 f"{self.kernel_class} kernels, leave-one-kernel-out")
 
 

@@ -9,7 +9,8 @@ each held a whole recording past its 150-200 s limit (session 21), and twice bef
 recording kept nothing. The resource model (`theory.resources.hopeless`) skips the configs it
 can read; this catches the rest, whatever the kernel.
 
-The watch runs in a daemon thread of the tuning process while a tune is on (`watching()`),
+The watch runs in a daemon thread of the tuning process while a tune is on (`watching()`:
+the decorator's key tunes, `abductune.inductor`'s and the Helion search's Sessions),
 every `POLL_S` seconds looking at the process tree under this process (so the compile workers'
 ptxas runs too), on Linux only (it reads /proc; elsewhere it does nothing). The limit is
 `ABDUCTUNE_PTXAS_TIMEOUT_S` (default `DEFAULT_S`; 0 turns the watch off): well past the
