@@ -506,5 +506,8 @@ def test_a_config_still_compiling_in_a_worker_past_the_wait_fails_rather_than_co
         w.first_launch(cfgs[0], lambda: launched.append(1))
     assert launched == [] and here == []  # not compiled a second time here
     assert w.stats["compile_timeouts"] == 1 and w.stats["waited"] == 1
+    from abductune.measure.inprocess import status_of
+
+    assert status_of(compiling.CompileTimeout("x")).value == "timeout"  # stored as a timeout, not a crash
     pool.futures[1].set_result({"ok": True})
     assert w.settle(cfgs[1])  # the next config goes on as before

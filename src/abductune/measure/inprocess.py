@@ -37,6 +37,7 @@ QUANTILES = (0.5, 0.2, 0.8)
 # on every Triton version without importing it
 _RESOURCE = {"OutOfResources", "OutOfMemoryError"}
 _COMPILE = {"CompilationError", "CompileTimeAssertionFailure", "PTXASError", "UnsupportedLanguageConstruct"}
+_TIMEOUT = {"CompileTimeout"}  # autotune.compiling: a worker's compile ran past its wait
 
 
 def _noop(*_: Any) -> None:
@@ -77,6 +78,8 @@ Timer = Callable[[Config, Launch], "float | Sequence[float]"]
 
 def status_of(e: BaseException) -> Status:
     names = {c.__name__ for c in type(e).__mro__}
+    if names & _TIMEOUT:
+        return Status.TIMEOUT
     if names & _RESOURCE:
         return Status.RESOURCE_ERROR
     if names & _COMPILE:
