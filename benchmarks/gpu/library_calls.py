@@ -20,8 +20,8 @@ from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_BMM_BMN
 
 def _pick(items: tuple) -> tuple:
     """The shapes to record in this run: all, or those `LIBRARY_CALLS_PICK=0,2` names by index
-    (record mode writes a key only when its tuning ends, so a long recording is split across
-    device calls by shape)."""
+    (to give one shape a device call of its own; record mode keeps each measured config and a
+    rerun into the same --out resumes, so a call that runs out of time loses nothing)."""
     pick = os.environ.get("LIBRARY_CALLS_PICK", "").strip()
     if not pick:
         return items
