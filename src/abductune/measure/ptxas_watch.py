@@ -15,7 +15,7 @@ every `POLL_S` seconds looking at the process tree under this process (so the co
 ptxas runs too), on Linux only (it reads /proc; elsewhere it does nothing). The limit is
 `ABDUCTUNE_PTXAS_TIMEOUT_S` (default `DEFAULT_S`; 0 turns the watch off): three times the
 slowest compile that finished in session 21's recordings on the H100 (29 s, a conv2d config
-that spilled 23 KB a thread and ran 6x slower than the best), so a ptxas it kills was not going
+that spilled 23 KB a thread and ran 64x slower than the best), so a ptxas it kills was not going
 to give a config anyone would keep."""
 from __future__ import annotations
 
