@@ -413,18 +413,27 @@ def test_a_tune_runs_under_the_ptxas_watch(tmp_path: Path, monkeypatch):
 
     from abductune.autotune import autotuner as at_mod
 
+    from abductune.autotune.patch import _beyond_line
+
     entered = []
+    watch = SimpleNamespace(kills=[(1, 95.0)])  # one kill before this tune: not this tune's
 
     @contextlib.contextmanager
     def watching():
         entered.append("in")
-        yield None
+        yield watch
         entered.append("out")
     monkeypatch.setattr(at_mod, "watching", watching)
-    timer = Timer(lambda c: 1.0)
+
+    def t(cfg):
+        if len(watch.kills) == 1:  # the watch kills a ptxas while this key tunes
+            watch.kills.append((2, 91.0))
+        return 1.0
+    timer = Timer(t)
     k = mm.make(store=tmp_path / "s.sqlite", timer=timer, budget=4)
     a, b = torch.randn(16, 32), torch.randn(32, 16)
     mm.matmul(k, a, b)
     assert entered == ["in", "out"] and timer.seen  # measured inside the watch, which ended with the tune
+    assert k.stats["ptxas_killed"] == 1 and "1 compile(s) killed by the ptxas watch" in _beyond_line(k)
     mm.matmul(k, a, b)
     assert entered == ["in", "out"]  # a hit tunes nothing and watches nothing

@@ -150,10 +150,11 @@ class Autotuner(TritonAutotuner):
         # run-off and the competing implementations, timed on top of it; beyond_list: configs
         # outside the list measured (beyond_pruned: rejected unmeasured by the resource model or
         # early_config_prune), won_beyond_list: keys whose winner is outside the list, gain_beyond_list:
-        # the largest list-best / winner time ratio among them
+        # the largest list-best / winner time ratio among them; ptxas_killed: compiles the ptxas
+        # watch killed while a key tuned (measure/ptxas_watch.py)
         self.stats = {"tunes": 0, "store_hits": 0, "predicted": 0, "evaluations": 0, "retimed": 0,
                       "waited_s": 0.0, "beyond_list": 0, "beyond_pruned": 0, "won_beyond_list": 0,
-                      "gain_beyond_list": 1.0}
+                      "gain_beyond_list": 1.0, "ptxas_killed": 0}
         self.last_result: SessionResult | None = None
         self._lock = threading.RLock()
         self._threads: list[threading.Thread] = []
@@ -459,7 +460,8 @@ class Autotuner(TritonAutotuner):
         marks = {"start": t0}
         store = open_store(self.store_spec)
         with tuning_lock(self, store, ctx, budget, lambda: self._stored_choice(store, ctx, budget)[0] is not None), \
-                watching():  # a ptxas that runs for minutes is killed: its config fails, the tune goes on
+                watching() as watch:  # a ptxas that runs for minutes is killed: its config fails, the tune goes on
+            kills = len(watch.kills) if watch is not None else 0
             choice, _ = self._stored_choice(store, ctx, budget)  # another process may have finished it
             if choice is not None:
                 self.stats["store_hits"] += 1
@@ -523,6 +525,8 @@ class Autotuner(TritonAutotuner):
         if self.record is not None:
             recorder.finish(result)
         self.stats["tunes"] += 1
+        if watch is not None:  # (other keys tuning at once in this process may add theirs)
+            self.stats["ptxas_killed"] += len(watch.kills) - kills
         self.stats["evaluations"] += result.evaluations
         self.stats["retimed"] += len(result.runoff)
         count_beyond(self, result)

@@ -263,6 +263,8 @@ def _beyond_line(t: Autotuner) -> str:
             text += f" (up to {s['gain_beyond_list']:.2f}x the list's best)"
     else:
         text += "; the list only (give budget= to search beyond it)"
+    if s.get("ptxas_killed"):
+        text += f"; {s['ptxas_killed']} compile(s) killed by the ptxas watch"
     return text
 
 
