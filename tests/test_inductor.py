@@ -773,16 +773,10 @@ def test_on_a_gpu_tuned_once_then_answered_by_the_store(tmp_path):
 def test_a_search_runs_under_the_ptxas_watch(tmp_path, monkeypatch):
     # Inductor compiles in its own worker processes, under this one: a ptxas stuck for minutes
     # there is killed while the search runs (measure/ptxas_watch.py)
-    import contextlib
+    from watch_fixtures import recording_watch
 
     entered = []
-
-    @contextlib.contextmanager
-    def watching():
-        entered.append("in")
-        yield None
-        entered.append("out")
-    monkeypatch.setattr(inductor, "watching", watching)
+    monkeypatch.setattr(inductor, "watching", recording_watch(entered))
     gpu = FakeGPU({"XBLOCK": 8, "R0_BLOCK": 256, "num_warps": 4})
     gpu.install(monkeypatch)
     with inductor.enable(store=tmp_path / "s.sqlite", budget=8) as h:

@@ -409,21 +409,14 @@ def test_theory_predictions_beyond_the_grown_space_are_searched(tmp_path: Path, 
 
 @interpreted
 def test_a_tune_runs_under_the_ptxas_watch(tmp_path: Path, monkeypatch):
-    import contextlib
+    from watch_fixtures import recording_watch
 
     from abductune.autotune import autotuner as at_mod
-
     from abductune.autotune.patch import _beyond_line
 
     entered = []
     watch = SimpleNamespace(kills=[(1, 95.0)])  # one kill before this tune: not this tune's
-
-    @contextlib.contextmanager
-    def watching():
-        entered.append("in")
-        yield watch
-        entered.append("out")
-    monkeypatch.setattr(at_mod, "watching", watching)
+    monkeypatch.setattr(at_mod, "watching", recording_watch(entered, watch))
 
     def t(cfg):
         if len(watch.kills) == 1:  # the watch kills a ptxas while this key tunes
