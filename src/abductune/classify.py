@@ -435,6 +435,18 @@ def independent_dims(cls: Classification) -> tuple[str, ...]:
                  and (k in own or _norm(k) in _INDEPENDENT_NAMES) and int(cls.dims[k]) > 0)
 
 
+# a tiled product's dims that count a batch of independent products (a bmm: the batch on the
+# grid's third axis), whatever else the launch grid counts (`theory.diagnose.grid_tiles`)
+_BATCHED: dict[str, tuple[str, ...]] = {"matmul": ("batch", "batches"), "quantized_matmul": ("batch", "batches")}
+
+
+def batch_dims(cls: Classification) -> tuple[str, ...]:
+    """The dims of `cls.dims` that count a batch of independent products (`_BATCHED`); ()
+    for every other class and for a product without one."""
+    names = _BATCHED.get(cls.kernel_class, ())
+    return tuple(k for k in independent_dims(cls) if _norm(k) in names)
+
+
 def partitioned_dim(cls: Classification) -> tuple[str, str] | None:
     """(dim, group dim) when the class splits a dim among groups tiled apart (a MoE matmul:
     ("M", "E"), its tokens among its experts) and the problem names both; None otherwise."""

@@ -25,6 +25,7 @@ import triton
 from triton.runtime.autotuner import Autotuner as TritonAutotuner
 
 from ..errors import AbductuneError
+from ..measure.ptxas_watch import watching
 from ..measurement import Measurement
 from ..problem import Problem
 from ..search import Budget
@@ -40,7 +41,6 @@ from .evaluation import call_evaluator, printing
 from .keys import (key_problem, key_value, open_store, python_fn, triton_key, triton_toolchain, tuning_lock,
                    why_missed)
 from .phases import count_beyond, now, tune_phases
-from ..measure.ptxas_watch import watching
 from .record import Recorder
 
 log = logging.getLogger(__name__)

@@ -74,15 +74,14 @@ def record_paths(tuner: Any, problem: Problem) -> tuple[Path, Path]:
 def _recorded_dtypes(path: Path) -> dict[str, str] | None:
     """The dtypes the dataset or partial file at `path` records (its header line), None where
     there is no such file or no readable header."""
-    import gzip
+    from ..datasets.format import DatasetError, iter_lines
 
     if not path.exists():
         return None
     try:
-        with (gzip.open(path, "rt") if path.name.endswith(".gz") else open(path)) as f:
-            head = json.loads(f.readline())
+        _, head = next(iter_lines(path))
         return {k: str(v) for k, v in (head.get("problem") or {}).get("dtypes", {}).items()}
-    except (OSError, ValueError, AttributeError, EOFError):
+    except (DatasetError, StopIteration, AttributeError):
         return None
 
 

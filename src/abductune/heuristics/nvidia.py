@@ -70,7 +70,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..classify import classify, dtype_family
+from ..classify import batch_dims, classify, dtype_family
 from ..errors import AbductuneError, InvalidSeed, SpaceError
 from ..hardware import HardwareInfo, as_hardware
 from ..problem import Problem
@@ -238,12 +238,10 @@ def _mnk(problem: Problem) -> tuple[int, int, int] | None:
 
 
 def batch_of(problem: Problem) -> int:
-    """The number of independent products a batched matmul computes (its dim named batch, as
-    `theory.diagnose.grid_tiles` counts it), else 1: the model takes a batch size."""
-    from ..theory.diagnose import BATCH_NAMES
-
+    """The number of independent products a batched matmul computes (`classify.batch_dims`, as
+    `theory.diagnose.grid_tiles` counts them), else 1: the model takes a batch size."""
     c = classify(problem)
-    return max(1, math.prod(int(v) for k, v in c.dims.items() if k.lower().replace("_", "") in BATCH_NAMES))
+    return math.prod(int(c.dims[k]) for k in batch_dims(c))
 
 
 def why_not(problem: Problem, hardware: HardwareInfo | str | None = None) -> str | None:

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..classify import classify, independent_dims, partitioned_dim, tile_dim, tile_dim_name
+from ..classify import batch_dims, classify, independent_dims, partitioned_dim, tile_dim, tile_dim_name
 from ..hardware import HardwareInfo
 from ..measurement import Measurement
 from ..problem import Problem
@@ -45,9 +45,6 @@ REDUCTION_AXES = ("K", "R")
 # 1.002 -> 1.009 at 16 (benchmarks/results/session16/issue27_zeroshot/README.md): still off. Regenerate the
 # shipped ranker (`python -m abductune.heuristics.ranker_shipped`) under the setting it is served with.
 GRID_UNTILED = os.environ.get("ABDUCTUNE_GRID_UNTILED", "0") == "1"
-# a tiled product's dims that count a batch of independent products (`grid_tiles`)
-BATCHED_CLASSES = ("matmul", "quantized_matmul")
-BATCH_NAMES = ("batch", "batches")
 
 
 @dataclass(frozen=True)
@@ -167,10 +164,6 @@ def padding_waste(dim: int, tile: int) -> float:
     return 1.0 - dim / (math.ceil(dim / tile) * tile)
 
 
-def _norm_dim(name: str) -> str:
-    return name.lower().replace("_", "")
-
-
 def _role_value(space: Space, config: Mapping[str, Any], role: str) -> Any:
     p = space.by_role(role)
     return None if p is None or p.name not in config else config[p.name]
@@ -211,14 +204,13 @@ def grid_tiles(problem: Problem, space: Space, config: Mapping[str, Any]) -> tup
         extra = [k for k in independent_dims(cls) if k not in covered]
     else:
         extra = ["rows"] if not any_grid and cls.kernel_class == "row_reduction" and "rows" in cls.dims else []
-        if cls.kernel_class in BATCHED_CLASSES:
-            # a batch of independent products (a bmm: the batch on the grid's third axis): one
-            # program per output tile of one product, so the grid is the batch times one product's
-            # tiles. Counted whatever GRID_UNTILED says: a batch dim is nothing else, and counting
-            # it changes no figure of a product without one (session 21: FlagGems' bmm, held out,
-            # was read as 16 programs where it launches 512, and every rule shrank its tiles)
-            own = {tile_dim_name(role, cls) for role in tiled}
-            extra += [k for k in independent_dims(cls) if k not in own and _norm_dim(k) in BATCH_NAMES]
+        # a batch of independent products (a bmm: the batch on the grid's third axis): one
+        # program per output tile of one product, so the grid is the batch times one product's
+        # tiles. Counted whatever GRID_UNTILED says: a batch dim is nothing else, and counting
+        # it changes no figure of a product without one (session 21: FlagGems' bmm, held out,
+        # was read as 16 programs where it launches 512, and every rule shrank its tiles)
+        own = {tile_dim_name(role, cls) for role in tiled}
+        extra += [k for k in batch_dims(cls) if k not in own]
     for k in extra:
         grid *= int(cls.dims[k])
         any_grid = True
