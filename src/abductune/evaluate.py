@@ -98,7 +98,8 @@ def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence
                        curves: dict[str, list[list[float]]] | None = None,
                        progress: Callable[[], None] | None = None,
                        noise: NoiseModel | None = None, label: str | None = None,
-                       options: Mapping[str, Mapping[str, Any]] | None = None) -> list[Cell]:
+                       options: Mapping[str, Mapping[str, Any]] | None = None,
+                       prior_fn: Callable[[Dataset], list[dict]] | None = None) -> list[Cell]:
     """Run each strategy `repeats` times, each run one Session on a private in-memory store.
     Strategies never see the budget (it only truncates), so one run at the largest budget gives
     the best-so-far at every smaller budget; with a seconds limit the runs are made per budget
@@ -118,6 +119,7 @@ def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence
     worst = max(m.time_ms for m in ds.ok_records())  # type: ignore[type-var]
     all_times = [m.objective for m in ds.records]
     seeds = seeds_fn(ds) if seeds_fn else []
+    prior = prior_fn(ds) if prior_fn else []  # the ranker's order, as `heuristics.seeds.ranker_prior` gives it
     cells = []
     for name in strategies:
         per_budget: dict[int, tuple[list[float], list[int], list[float]]] = {
@@ -129,7 +131,7 @@ def compare_on_dataset(ds: Dataset, strategies: Sequence[str], budgets: Sequence
                 ev = ReplayEvaluator(ds, noise=noise, seed=rseed)
                 opts = {**FAIR_REPLAY_OPTIONS.get(name, {}), **dict((options or {}).get(name, {}))}
                 with Session(ev, strategy=name, seed=rseed, options=opts, budget=Budget(run_budget, seconds),
-                             seeds=seeds, judge=noise is not None) as session:
+                             seeds=seeds, judge=noise is not None, prior=prior) as session:
                     res = session.run()
                     spent = session.store.measurements(session.context, run_ids=[res.run_id],
                                                        kinds=("seed", "search", "remeasure"))

@@ -110,7 +110,8 @@ class Session:
                  toolchain: Mapping[str, Any] | str = "", batch_size: int = 8, resume: bool = True,
                  share: bool = True, judge: bool = True, heuristics: Sequence[Any] = (),
                  wait_timeout_s: float = 3600.0,
-                 theory_evidence: Callable[[Context], Mapping[str, tuple[int, int, int]]] | None = None):
+                 theory_evidence: Callable[[Context], Mapping[str, tuple[int, int, int]]] | None = None,
+                 prior: Iterable[Mapping[str, Any]] = ()):
         self.evaluator = evaluator
         self.problem = evaluator.problem
         self.space = evaluator.space
@@ -132,6 +133,8 @@ class Session:
         # fleet gives its searches the tallies as they were when it started, so the order in
         # which its shapes finish changes no search
         self.theory_evidence = theory_evidence
+        # the space's configs best first by a model learned elsewhere (`Knowledge.prior`)
+        self.prior = [dict(c) for c in prior if self.space.is_valid(c)]
         self.tune_key = tune_key(self.strategy, self.options)
         self.run_id: int | None = None
         self.timing: dict[str, float] = {}
@@ -270,7 +273,7 @@ class Session:
             remaining = Budget(0, None if remaining.seconds is None else 0.0)
         memo = store.memo(ctx, self.space)
         evidence = (self.theory_evidence or store.theory_evidence)(ctx)
-        knowledge = Knowledge(history=store.measurements(ctx), theory_evidence=dict(evidence))
+        knowledge = Knowledge(history=store.measurements(ctx), theory_evidence=dict(evidence), prior=self.prior)
         last = charged[-1] if charged else None
         options = {**self.options, "seed": self.strategy.seed,
                    "budget": [self.budget.evaluations, self.budget.seconds]}

@@ -218,9 +218,13 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
     try:
         t = time.perf_counter()
         all_seeds, fired = seed_list(problem, ev.space, default_cfg, seeds, heuristics, database, exclude)
+        from .heuristics.seeds import ranker_prior
+
+        prior = ranker_prior(problem, ev.space, exclude=exclude) if heuristics else []
         lap("seeds", t)
         with Session(ev, strategy=strategy, seed=seed, options=options, budget=budget, seeds=all_seeds,
-                     store=store, toolchain=toolchain, heuristics=fired, theory_evidence=theory_evidence) as session:
+                     store=store, toolchain=toolchain, heuristics=fired, theory_evidence=theory_evidence,
+                     prior=prior) as session:
             res = session.run(baselines={"fixed": fixed, "default": [default_cfg]}, vendor=True,
                               on_batch=on_batch)
     finally:

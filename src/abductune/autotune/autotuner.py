@@ -500,17 +500,20 @@ class Autotuner(TritonAutotuner):
                     seed_list = fresh + seed_list
                     # then the ranker's top configs, in what room the budget leaves: never one of the
                     # user's configs displaced (heuristics.seeds.RANKER_SEEDS)
-                    from ..heuristics.seeds import RANKER_SEEDS, ranker_seeds
+                    from ..heuristics.seeds import RANKER_SEEDS, ranker_prior, ranker_seeds
 
                     room = RANKER_SEEDS if budget.evaluations is None else budget.evaluations - len(seed_list)
                     known = [s.config for s in seed_list]
                     seed_list += [Seed(c, src) for c, src in ranker_seeds(problem, space, min(RANKER_SEEDS, room))
                                   if c not in known]
+                    prior = ranker_prior(problem, space)  # where abduction's exploring share looks first
+                else:
+                    prior = []
                 marks["session"] = now()
                 with Session(ev, strategy=self.search_strategy, seed=self.seed, options=self.strategy_options,
                              budget=budget, seeds=seed_list, store=store,
                              toolchain=ctx.toolchain, batch_size=max(8, len(seeds)), judge=self.judge,
-                             wait_timeout_s=self.wait_timeout_s) as session:
+                             wait_timeout_s=self.wait_timeout_s, prior=prior) as session:
                     # the implementations are timed as baselines and join the final run-off
                     result = session.run(baselines=baselines, impls=list(self.implementations))
                 marks["session_end"] = now()

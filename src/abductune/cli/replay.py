@@ -69,6 +69,7 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
     paths = list(dict.fromkeys(p.resolve() for p in expand_datasets(datasets)))  # `bundled bundled` once
     noise_model = NoiseModel.from_study() if noise else None
     seeds_fn = functools.partial(_replay_seeds, holdout=holdout) if seed_source == "heuristics" else None
+    prior_fn = functools.partial(_replay_prior, holdout=holdout) if seed_source == "heuristics" else None
     cells = []
     curves: dict[str, dict[str, list[list[float]]]] = {}
     optima: dict[str, float] = {}
@@ -82,6 +83,7 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
             bar.update(task, description=f"replaying {label}")
             c: dict[str, list[list[float]]] = {}
             cells += compare_on_dataset(ds, names, budgets, repeats, seed, seconds, curves=c, seeds_fn=seeds_fn,
+                                        prior_fn=prior_fn,
                                         progress=lambda: bar.advance(task), noise=noise_model, label=label)
             curves[label] = c
             optima[label] = ds.optimum().time_ms  # type: ignore[assignment]
@@ -146,3 +148,12 @@ def _replay_seeds(ds: Any, holdout: str = "kernel") -> list[Any]:
     default = ds.meta.get("default_config") or space.default()
     seeds, _ = seed_list(ds.problem, space, default, None, True, None, exclude=Holdout(ds.problem, holdout))
     return seeds
+
+
+def _replay_prior(ds: Any, holdout: str = "kernel") -> list[dict]:
+    """The ranker's order for a replayed dataset as `tune` gives it (`heuristics.seeds.ranker_prior`),
+    refitted without the dataset (`holdout="shape"`) or, by default, without its kernel."""
+    from ..heuristics.seeds import ranker_prior
+    from ..problem import Holdout
+
+    return ranker_prior(ds.problem, ds.space(), exclude=Holdout(ds.problem, holdout))

@@ -46,6 +46,10 @@ RANKER_SEEDS = 4
 # none of whose kernels it learned from once one is held out) and elementwise 1.045 -> 1.052 at
 # 8; so they do not move every seeded search by default.
 RANKER_ENV = "ABDUCTUNE_RANKER_SEEDS"
+# how much of the ranker's order a Session is given as its prior (`ranker_prior`): abduction
+# reads only its head (`search.abduction.planning.PRIOR_DRAWS`); a few more cover configs
+# measured already as seeds
+PRIOR_LEN = 16
 
 
 @dataclass
@@ -185,6 +189,25 @@ def ranker_seeds(problem: Problem, space: Space, k: int = RANKER_SEEDS, *, exclu
         out.append((_jsonable(cfg), f"{source}:{name}"))
     _ranked(report, add, problem, space, hardware or problem.hardware, exclude, k)
     return out
+
+
+def ranker_prior(problem: Problem, space: Space, *, exclude: Exclude = None,
+                 hardware: HardwareInfo | None = None) -> list[Config]:
+    """The head of the space's configs in the shipped ranker's order (learned on other
+    kernels, refitted without what `exclude` covers), for `Session(prior=...)`: not seeds,
+    nothing is measured for being here; abduction's exploring share draws from it
+    (`Knowledge.prior`). Unlike `ranker_seeds` it needs no opt-in, since it takes no budget
+    from the seeds or the theories. Empty where the ranker cannot rank this space (no tile or
+    warps role, an unknown GPU, too many configs). Never raises: a prior must not stop a tune."""
+    from .ranker_shipped import rank
+
+    try:
+        return [_jsonable(c) for c in rank(problem, space, exclude=exclude, hardware=hardware).configs[:PRIOR_LEN]]
+    except AbductuneError as e:
+        log.debug("no ranker prior for %s: %s", problem.kernel, e)
+    except Exception as e:  # noqa: BLE001 - a prior must never stop a tune
+        log.warning("ranker prior for %s failed: %s: %s", problem.kernel, type(e).__name__, e)
+    return []
 
 
 def _ranked(report: SeedReport, add: Any, problem: Problem, space: Space, hw: HardwareInfo | None,

@@ -88,6 +88,10 @@ class Knowledge:
     seeds: list[Seed] = field(default_factory=list)
     # theory -> (supported, refuted, neutral) over earlier runs of this kernel class and GPU
     theory_evidence: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    # configs of the space best first by a model learned on other kernels (the ranker,
+    # `heuristics.ranker_shipped`), never measured for that alone: a strategy may draw from it
+    # where it would otherwise draw at random (abduction's exploring share)
+    prior: list[Config] = field(default_factory=list)
 
 
 class SearchContext:

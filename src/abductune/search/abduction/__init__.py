@@ -19,7 +19,8 @@ The loop, one small batch at a time:
    won has no credit here until it wins again, so its moves rank as the model ranks them
    (`_theory_trusted`); and on a kernel no rule was confirmed on, or once the theories' tests
    here keep failing, a share of each batch explores the whole space (`_global_slots`,
-   `_explore_tests`: a space-filling start, then TPE) whatever anyone predicts, and each
+   `_explore_tests`: the head of the ranker's order, `Knowledge.prior`, taking turns with a
+   space-filling start, then TPE) whatever anyone predicts, and each
    theory gets one test per batch, until the theories have won EARN_TRUST tests here
    (`_pooled_trust`). The share is sized by each side's record (`_tally_sides`): how many of
    the exploring share's tests, and of the local tests, beat the incumbent beyond noise

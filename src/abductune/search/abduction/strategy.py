@@ -36,15 +36,15 @@ class Abduction(Strategy):
     landscapes with poor seeds the model fitted to a cluster of seeds and a few draws spent
     its slot where seeded random did better), stop_early=False (end before the
     budget once the search has settled: see `_Engine._settled`), explore_unseen=True (on a
-    kernel no theory was confirmed on, a share of each batch draws from the whole space, a
-    space-filling start and then TPE, sized by how often its tests and the local tests beat
-    the incumbent, and each theory gets one test per batch, until the theories have won
-    EARN_TRUST tests on it, and the share goes on after that only while its tests keep
-    winning: see
+    kernel no theory was confirmed on, a share of each batch draws from the whole space, the
+    head of the ranker's order (`Knowledge.prior`) and a space-filling start in turn, then
+    TPE, sized by how often its tests and the local tests beat the incumbent, and each theory
+    gets one test per batch, until the theories have won EARN_TRUST tests on it, and the share
+    goes on after that only while its tests keep winning: see
     `_Engine._pooled_trust`, `_global_slots`; session 16's form polled the incumbent's
     neighbourhood instead, and stayed in the basin of a seed the theories got wrong),
-    cold_start=3 (on such a kernel with no seed measured, space-filling draws measured beside
-    the default before any theory's move: `_Engine._cold_draws`; session 19, chosen by nested
+    cold_start=3 (on such a kernel with no seed measured, the ranker's head, then
+    space-filling draws, measured beside the default before any theory's move: `_Engine._cold_draws`; session 19, chosen by nested
     leave-one-kernel-out over the zoo kernels it reaches among 0, 3 and 7, then 0, 1, 3, 5, 7:
     from the default alone fla's chunk_h search stayed in the 1-warp default's basin)."""
 
@@ -116,6 +116,9 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         # per side, [tests that beat the incumbent beyond noise, tests] (`_tally_sides`)
         self.sides = {LOCAL: [0, 0], EXPLORE: [0, 0]}
         self.explore_start: list[Config] | None = None  # the exploring share's space-filling start
+        self.prior_pos = 0  # how far into `Knowledge.prior` the exploring share has read
+        self.prior_used = 0  # configs of it proposed (`_prior_draws`)
+        self.explore_turn = 0  # the exploring share's draws so far: the ranker's and the sample's alternate
         self.close_calls: list[tuple[tuple, Config]] = []  # (incumbent key, a close call it has not run off)
         self.theory_trust: dict[str, bool] = {}  # theory -> keeps its credit on this kernel (`_theory_trust`)
         self.unseen_kernel = _unseen_kernel(ctx.problem) if strategy.explore_unseen else None
@@ -153,9 +156,11 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         if self.generic:
             yield from self._startup()
         elif self.inc is None:  # no seed ran: start from the default
+            ranked = {self.space.key(c) for c in ctx.knowledge.prior}
             start = [_Test(START, self.space.default(), 0.0, "the space default")] \
-                + [_Test(START, c, 0.0, "cold start: a space-filling draw (no seed ran on a kernel no "
-                         "theory was confirmed on)") for c in self._cold_draws()]
+                + [_Test(START, c, 0.0, ("cold start: the ranker's next config (learned on other kernels)"
+                                         if self.space.key(c) in ranked else "cold start: a space-filling draw")
+                         + " (no seed ran on a kernel no theory was confirmed on)") for c in self._cold_draws()]
             start = [t for t in start if not self.known(t.config)]
             if start:
                 ms = yield [t.config for t in start]
@@ -195,19 +200,21 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
 
     def _cold_draws(self) -> list[Config]:
         """With no seed measured on a kernel no theory was confirmed on (`unseen_kernel`), the
-        first `cold_start` draws of the exploring share's space-filling sample, measured beside
+        head of the ranker's order (`_prior_draws`) and then the first draws of the exploring
+        share's space-filling sample, `cold_start` in all, measured beside
         the default: nothing says the default's basin is the one to search, and the theories'
         moves from it are untested here."""
         n = self.s.cold_start
         if n <= 0 or self.ctx.history or self.unseen_kernel is None:
             return []
+        taken = {self.space.key(self.space.default())}
+        out: list[Config] = self._prior_draws(n, taken)
         if self.explore_start is None:
             self.explore_start = latin_hypercube(self.space, self.s.seeded_startup, self.ctx.np_rng)
-        out: list[Config] = []
-        default = self.space.key(self.space.default())
         while len(out) < n and self.explore_start:
             c = self.explore_start.pop(0)
-            if self.space.key(c) != default and self.space.is_valid(c) and self._runnable(c):
+            if self.space.key(c) not in taken and self.space.is_valid(c) and self._runnable(c):
+                taken.add(self.space.key(c))
                 out.append(dict(c))
         return out
 
