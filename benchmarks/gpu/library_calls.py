@@ -15,7 +15,7 @@ import torch
 from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_BMM_BMNK, FLAGGEMS_CONV2D, FLAGGEMS_NORM_MN,
                             FLAGGEMS_UPSAMPLE, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
                             FLAGGEMS_RMS_N, FLAGGEMS_RMS_ROWS, FLAGGEMS_SMX_BWD_MN, FLAGGEMS_VAR_MEAN_MN,
-                            GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS)
+                            GDN_SHAPES, GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS)
 
 
 def _pick(items: tuple) -> tuple:
@@ -121,6 +121,35 @@ def fla_chunk_gla() -> None:
         o = chunk_gla(q, k, v, gk)[0]
         ref, _ = naive_recurrent_gla(q[:1], k[:1], v[:1], gk[:1])  # one sequence: the loop is over tokens
         _check(f"chunk_gla B{b} T{t} H{h} K{dk} V{dv}", o[:1], ref, 2e-2)
+
+
+def fla_gated_delta() -> None:
+    """flash-linear-attention's chunked gated delta rule forward (`fla.ops.gated_delta_rule.
+    chunk_gated_delta_rule`, the Gated DeltaNet of Qwen3-Next): a local cumsum of the per-head
+    log-decay, the fused intra-chunk WY representation (`chunk_gated_delta_rule_fwd_kkt_solve_kernel`,
+    `recompute_w_u_fwd_kernel`), the per-chunk state recurrence
+    (`chunk_gated_delta_rule_fwd_kernel_h_blockdim64`) and the output (`chunk_fwd_kernel_o`); record
+    with --only chunk_gated_delta_rule_fwd_kernel_h_blockdim64,chunk_fwd_kernel_o. q and k are
+    l2-normalised here, as the delta rule needs (the op's `use_qk_l2norm_in_kernel` would do the same
+    in another kernel); beta in (0, 1), g a log-decay per value head."""
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule, naive_recurrent_gated_delta_rule
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    f = torch.nn.functional
+    for b, t, h, hv, dk, dv in _pick(GDN_SHAPES):
+        q = f.normalize(torch.randn(b, t, h, dk, device="cuda", generator=g), dim=-1).bfloat16()
+        k = f.normalize(torch.randn(b, t, h, dk, device="cuda", generator=g), dim=-1).bfloat16()
+        v = torch.randn(b, t, hv, dv, device="cuda", dtype=torch.bfloat16, generator=g)
+        beta = torch.rand(b, t, hv, device="cuda", generator=g).sigmoid().bfloat16()
+        gate = f.logsigmoid(torch.randn(b, t, hv, device="cuda", generator=g)) / 16  # fp32 log-decay
+        o = chunk_gated_delta_rule(q, k, v, gate, beta)[0]
+        # one sequence's first 512 tokens (the recurrence is causal, so o[:512] depends on those
+        # alone); q and k repeated over the value heads they serve (grouped value attention)
+        n, rep = 512, hv // h
+        ref, _ = naive_recurrent_gated_delta_rule(q[:1, :n].repeat_interleave(rep, 2),
+                                                  k[:1, :n].repeat_interleave(rep, 2), v[:1, :n],
+                                                  beta[:1, :n], gate[:1, :n])
+        _check(f"chunk_gated_delta_rule B{b} T{t} H{h} HV{hv} K{dk} V{dv}", o[:1, :n], ref, 2e-2)
 
 
 def flaggems_rows() -> None:

@@ -14,6 +14,12 @@ FLAGGEMS_MM_MNK = ((16, 4096, 4096), (256, 14336, 4096), (1000, 4096, 4096), (40
 # heads and head dims only, so each shape differs in those
 GLA_SHAPES = ((4, 2048, 16, 128, 128), (8, 2048, 32, 64, 64), (2, 4096, 8, 256, 256), (2, 4096, 16, 128, 256))
 GLA_CHUNK = 64  # fla's chunk length (BT in both keys)
+# fla's chunked gated delta rule forward: (batch, tokens, qk heads, value heads, key dim, value dim);
+# the autotuners' keys carry the heads and head dims only (H, HV, K, V, BT), so each shape differs in
+# those. The second is Qwen3-Next's linear attention (16 q/k heads, 32 value heads, 128 dims).
+GDN_SHAPES = ((4, 2048, 16, 16, 128, 128), (2, 4096, 16, 32, 128, 128), (8, 2048, 32, 32, 64, 64),
+              (2, 4096, 8, 8, 256, 256))
+GDN_CHUNK = 64  # fla's default chunk length for the gated delta rule (BT in the keys)
 FLAGGEMS_RMS_ROWS = 4096  # every RMSNorm row length is called on 4,096 rows
 FLAGGEMS_RMS_N = (5120, 8192, 14336, 16384)
 FLAGGEMS_LN_MN = ((4096, 8192), (8192, 5120), (2048, 14336), (16384, 6144))
