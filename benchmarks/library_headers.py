@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 from abductune.datasets.format import read_dataset, write_dataset  # noqa: E402
 from abductune.measurement import Measurement  # noqa: E402
 from library_shapes import DYT_ROWS as ROWS  # noqa: E402
-from library_shapes import FLAGGEMS_BMM_BMNK, FLAGGEMS_RMS_ROWS, GDN_CHUNK, GDN_SHAPES, GLA_CHUNK, GLA_SHAPES  # noqa: E402
+from library_shapes import FLAGGEMS_BMM_BMNK, FLAGGEMS_RMS_ROWS, GLA_CHUNK, GLA_SHAPES  # noqa: E402
+from library_shapes import GDN_CHUNK, GDN_SHAPES  # noqa: E402
 from library_shapes import MOE_LAYERS as _MOE_CALLS  # noqa: E402
 
 
