@@ -38,6 +38,7 @@ from .choices import Choice, key_space, observed_prediction, pick, theory_predic
 from .compiling import compile_only, compile_plan, early_start, parallel_warm, peelable
 from .configs import LAUNCH_KW, OPTIONS, config_dict, fill_options, launch_kwargs, triton_config
 from .evaluation import call_evaluator, printing
+from .fixed import FixedEvaluator, call_fixed, fixed_of, strip, with_fixed, without
 from .keys import (key_problem, key_value, open_store, python_fn, triton_key, triton_toolchain, tuning_lock,
                    why_missed)
 from .phases import count_beyond, now, tune_phases
@@ -278,7 +279,8 @@ class Autotuner(TritonAutotuner):
         return {n: d[n] if n in d else self.space[n].default_value for n in self.space.names}
 
     def _choice(self, config: Mapping[str, Any], source: str, time_ms: float | None = None) -> Choice:
-        config = dict(config)
+        # a config of a key's space with call-fixed tiles (`autotune.fixed`): the caller passes those
+        config = {k: v for k, v in config.items() if k in self.space.names or k == "impl"}
         if "impl" in config:
             impl = self.implementations.get(config["impl"])
             if impl is None:
@@ -342,6 +344,7 @@ class Autotuner(TritonAutotuner):
             return choice
         problem = key_problem(self, nargs, kwargs)
         space = key_space(problem, self.space) if self._beyond else self.space
+        space = with_fixed(space, call_fixed(self, space, kwargs))  # tiles the caller passes, seen by the knowledge
         store = open_store(self.store_spec)
         ctx = Context.of(problem, space, triton_toolchain())
         budget = self._budget(len(seeds))
@@ -476,7 +479,13 @@ class Autotuner(TritonAutotuner):
                 if plan[0] == "parallel":  # the pool starts now unless it did at decoration
                     warm = parallel_warm(plan[1], args, kwargs, self._workers_failed,
                                          self.fn if peelable(self.fn) else None, compile_only(self, args, kwargs))
-                ev = call_evaluator(self, problem, args, kwargs, nargs, saved, space, warm)
+                fixed = fixed_of(space, self.space)
+                if fixed:  # the search sees the call's tiles; the launch gets them from the call alone
+                    seeds = [{**s, **fixed} for s in seeds]
+                    ev = FixedEvaluator(call_evaluator(self, problem, args, kwargs, nargs, saved,
+                                                       without(space, fixed), warm), space, fixed)
+                else:
+                    ev = call_evaluator(self, problem, args, kwargs, nargs, saved, space, warm)
                 if self.record is not None:  # each config appended to the key's .jsonl as it lands
                     recorder = Recorder(self, problem, space, store.memo(ctx, space),
                                         self.strategy_options["configs"])
@@ -534,8 +543,8 @@ class Autotuner(TritonAutotuner):
         self.stats["retimed"] += len(result.runoff)
         count_beyond(self, result)
         self.bench_time = time.perf_counter() - t0
-        self.configs_timings = {triton_config(m.config): list(m.samples_ms) or [m.objective]
-                                for m in result.history if "impl" not in m.config}
+        self.configs_timings = {triton_config(strip(m.config, fixed_of(space, self.space))):
+                                list(m.samples_ms) or [m.objective] for m in result.history if "impl" not in m.config}
         rows = store.measurements(ctx)
         try:
             choice = self._decide(result.winner, rows, "tuned")

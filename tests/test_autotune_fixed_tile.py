@@ -1,0 +1,159 @@
+"""Tiles the caller fixes (issue 27's call-fixed tiles): a tile-like constexpr passed in the call
+joins the key's space as a one-valued parameter with its role, so the knowledge sees the whole
+tile, while the launch takes it from the call alone. On the CPU under Triton's interpreter, with
+an injected timer; the helpers' unit tests run in this process."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autotune_kernels import INTERPRET, interpreted
+from abductune.autotune.fixed import FixedEvaluator, call_fixed, fixed_of, strip, with_fixed, without
+from abductune.measurement import Measurement
+from abductune.space import Choice, Pow2, Space
+
+if INTERPRET:
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from autotune_kernels import fixed_tile as ft
+
+    from abductune.store import Store
+
+
+def _space() -> Space:
+    return Space([Pow2("BLOCK_N", 16, 64), Choice("num_warps", [2, 4]), Choice("num_stages", [2, 3])])
+
+
+def test_call_fixed_takes_only_untuned_positive_int_tiles():
+    sp = _space()
+    got = call_fixed(None, sp, {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "HAS_BIAS": True, "BLOCK_K": 0,
+                                "grid": (1,), "scale": 2, "TILE_K": 2.0, "BLOCK_R": False})
+    assert got == {"BLOCK_M": 64}  # tuned, launch options, flags, floats and non-tile names stay out
+
+
+def test_call_fixed_respects_the_kernels_constexprs():
+    class P:
+        def __init__(self, name, c):
+            self.name, self.is_constexpr = name, c
+
+    class Fn:
+        params = [P("BLOCK_M", False), P("TILE_K", True)]
+
+    class Tuner:
+        base_fn = Fn()
+    assert call_fixed(Tuner(), _space(), {"BLOCK_M": 64, "TILE_K": 32}) == {"TILE_K": 32}
+
+
+def test_with_fixed_adds_one_valued_params_with_roles_and_round_trips():
+    sp = _space()
+    aug = with_fixed(sp, {"BLOCK_M": 64})
+    assert list(aug.names) == [*sp.names, "BLOCK_M"]
+    assert aug["BLOCK_M"].values == (64,) and aug["BLOCK_M"].role == "tile:M"
+    assert aug.cardinality == sp.cardinality  # nothing more to search
+    assert fixed_of(aug, sp) == {"BLOCK_M": 64}
+    assert list(without(aug, {"BLOCK_M": 64}).names) == list(sp.names)
+    assert with_fixed(sp, {}) is sp
+    assert strip({"BLOCK_N": 32, "BLOCK_M": 64}, {"BLOCK_M": 64}) == {"BLOCK_N": 32}
+
+
+class _Inner:
+    def __init__(self, space):
+        self.space, self.problem, self.clock, self.calls, self.seen = space, None, 1.5, 7, []
+        self.warm = self._warm
+        self.warmed = []
+
+    def evaluate(self, configs):
+        self.seen.append([dict(c) for c in configs])
+        assert all("BLOCK_M" not in c for c in configs)
+        return [Measurement(dict(c), "ok", time_ms=1.0) for c in configs]
+
+    def remeasure(self, configs, *, rounds=1):
+        return self.evaluate(configs)
+
+    def stream(self, configs):
+        for i, c in enumerate(configs):
+            yield [i], self.evaluate([c])
+
+    def prefetch_hint(self, configs):
+        self.seen.append(("hint", [dict(c) for c in configs]))
+
+    def _warm(self, configs):
+        self.warmed.append([dict(c) for c in configs])
+
+    def close(self):
+        self.closed = True
+
+
+def test_fixed_evaluator_strips_on_the_way_in_and_restores_on_the_way_out():
+    sp = _space()
+    aug = with_fixed(sp, {"BLOCK_M": 64})
+    inner = _Inner(sp)
+    ev = FixedEvaluator(inner, aug, {"BLOCK_M": 64})
+    cfg = {"BLOCK_N": 32, "num_warps": 4, "num_stages": 2, "BLOCK_M": 64}
+    [m] = ev.evaluate([cfg])
+    assert m.config == cfg and inner.seen[-1] == [strip(cfg, {"BLOCK_M": 64})]
+    [m] = ev.remeasure([cfg], rounds=3)
+    assert m.config == cfg
+    assert [ms[0].config for _, ms in ev.stream([cfg, {**cfg, "BLOCK_N": 16}])] == [cfg, {**cfg, "BLOCK_N": 16}]
+    ev.prefetch_hint([cfg])
+    assert inner.seen[-1] == ("hint", [strip(cfg, {"BLOCK_M": 64})])
+    ev.warm([cfg])
+    assert inner.warmed == [[strip(cfg, {"BLOCK_M": 64})]]
+    ev.warm = None
+    assert inner.warm is None and ev.warm is None
+    impl = {"impl": "torch"}
+    assert ev.evaluate([impl])[0].config == impl
+    assert ev.clock == 1.5 and ev.calls == 7 and ev.space is aug
+    assert not hasattr(ev, "expect")  # only what the inner evaluator has
+    ev.close()
+    assert inner.closed
+
+
+def mm_time(cfg):
+    if "impl" in cfg:
+        return 5.0
+    return {16: 2.0, 32: 1.0}.get(cfg["BLOCK_SIZE_N"], 3.0) + 0.1 * cfg["BLOCK_SIZE_K"] / 16
+
+
+class Timer:
+    def __init__(self, fn):
+        self.fn, self.seen = fn, []
+
+    def __call__(self, cfg, launch):
+        launch()
+        self.seen.append(dict(cfg))
+        return [self.fn(cfg)]
+
+
+@interpreted
+def test_a_tile_the_caller_passes_is_seen_by_the_tune_and_launched_once(tmp_path: Path):
+    timer = Timer(mm_time)
+    k = ft.make(store=tmp_path / "s.sqlite", timer=timer, budget=6)
+    a, b = torch.randn(40, 24), torch.randn(24, 36)
+    c = ft.matmul(k, a, b, block_m=16)  # Triton would raise "conflicting meta-parameters" on a double pass
+    torch.testing.assert_close(c, a @ b, atol=1e-4, rtol=1e-4)
+    assert timer.seen and all("BLOCK_SIZE_M" not in cfg for cfg in timer.seen)  # launched without it
+    assert "BLOCK_SIZE_M" not in k.best_config.kwargs
+    assert k.stats["beyond_list"] <= k.stats["evaluations"]
+    with Store(tmp_path / "s.sqlite") as s:
+        [run] = s.runs()
+        [w] = s.by_id([run.winner_id])
+        assert w.config["BLOCK_SIZE_M"] == 16  # the key's space holds the call's tile
+        assert all(m.config["BLOCK_SIZE_M"] == 16 for m in s.measurements(run.context))
+    c2 = ft.matmul(k, a, b, block_m=16)  # a hit launches the stored winner
+    torch.testing.assert_close(c2, a @ b, atol=1e-4, rtol=1e-4)
+    assert k.stats["tunes"] == 1
+
+
+@interpreted
+def test_the_fixed_tile_reaches_the_store_from_the_store_path(tmp_path: Path):
+    """A second process (a fresh autotuner on the same store) reads the winner with the call's
+    tile in it and launches without passing it twice."""
+    k = ft.make(store=tmp_path / "s.sqlite", timer=Timer(mm_time), budget=4)
+    a, b = torch.randn(32, 16), torch.randn(16, 32)
+    ft.matmul(k, a, b, block_m=16)
+    k2 = ft.make(store=tmp_path / "s.sqlite", timer=Timer(mm_time), budget=4)
+    c = ft.matmul(k2, a, b, block_m=16)
+    torch.testing.assert_close(c, a @ b, atol=1e-4, rtol=1e-4)
+    assert k2.stats["store_hits"] == 1 and k2.stats["tunes"] == 0
