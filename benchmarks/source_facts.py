@@ -1,6 +1,7 @@
 """Write a library kernel's source facts into its zoo datasets' headers (`meta.source_facts`):
 what `sweep --call` records now, for kernels recorded before it did. The facts (each tile
-parameter's `reduction`: whole / loop / either, read by `theory.store.scope.source_facts`) are
+parameter's `reduction`: whole / loop / either, read by `theory.store.scope.source_facts`; and
+the tiles each load of the reduction loop reads, `loads`, by `theory.store.scope.kernel_loads`) are
 read from the library's jit function named in the header's `meta.origin`; the source itself is
 never written anywhere. Only the header line changes: the records are copied byte for byte,
 unread.
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from abductune.datasets.format import SOURCE_FACTS, make_source_facts  # noqa: E402
 from abductune.datasets.zoo import ZOO_DIR  # noqa: E402
 from abductune.space import Space  # noqa: E402
-from abductune.theory.store.scope import source_facts  # noqa: E402
+from abductune.theory.store.scope import kernel_loads, source_facts  # noqa: E402
 
 # "<Library> <version> (<licence>): pkg.module.function, recorded through ..."
 _ORIGIN = re.compile(r":\s*([A-Za-z_][\w.]*)\.([A-Za-z_]\w*),")
@@ -72,11 +73,14 @@ def fill(libsrc: Path, kernel: str, gpu: str = "h100", write: bool = True) -> di
         m = _ORIGIN.search(str(head.get("meta", {}).get("origin", "")))
         if not m:
             raise SystemExit(f"{p}: meta.origin names no module.function")
-        facts = source_facts(function_source(libsrc, m.group(1), m.group(2)), Space.from_dict(head["space"]))
+        src = function_source(libsrc, m.group(1), m.group(2))
+        facts = source_facts(src, Space.from_dict(head["space"]))
         if got is not None and facts != got:
             raise SystemExit(f"{p}: facts {facts} differ from the kernel's other datasets' {got}")
         got = facts
-        head.setdefault("meta", {})[SOURCE_FACTS] = make_source_facts(facts)
+        loads = kernel_loads(src)
+        head.setdefault("meta", {})[SOURCE_FACTS] = make_source_facts(facts, loads)
+        print(f"  {p.name}: loads {loads}")
         if write:
             rewrite(p, head, rest)
     return got or {}

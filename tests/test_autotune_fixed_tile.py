@@ -157,3 +157,24 @@ def test_the_fixed_tile_reaches_the_store_from_the_store_path(tmp_path: Path):
     c = ft.matmul(k2, a, b, block_m=16)
     torch.testing.assert_close(c, a @ b, atol=1e-4, rtol=1e-4)
     assert k2.stats["store_hits"] == 1 and k2.stats["tunes"] == 0
+
+
+@interpreted
+def test_record_mode_writes_the_callers_tile_into_the_dataset(tmp_path: Path):
+    """Record mode (what `abductune sweep --call` sets) measures the key's whole grown space and
+    writes it in the key's space: the call's tile is a one-valued parameter of the header, in
+    every record, the default and the list."""
+    from abductune.datasets.format import read_dataset
+
+    timer = Timer(mm_time)
+    k = ft.make(store=tmp_path / "s.sqlite", timer=timer, record=tmp_path / "rec", judge=False)
+    a, b = torch.randn(32, 16), torch.randn(16, 32)
+    torch.testing.assert_close(ft.matmul(k, a, b, block_m=16), a @ b, atol=1e-4, rtol=1e-4)
+    [path] = k.recorded
+    ds = read_dataset(path, strict=True)
+    sp = ds.space()
+    assert sp["BLOCK_SIZE_M"].values == (16,) and sp["BLOCK_SIZE_M"].role == "tile:M"
+    assert len(ds.records) == len(k.strategy_options["configs"]) == len(timer.seen)
+    assert all(m.config["BLOCK_SIZE_M"] == 16 for m in ds.records)
+    assert ds.meta["default_config"]["BLOCK_SIZE_M"] == 16 and ds.meta["call_fixed"] == {"BLOCK_SIZE_M": 16}
+    assert all(c["BLOCK_SIZE_M"] == 16 for c in ds.meta["fixed_configs"])

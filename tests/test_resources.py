@@ -241,3 +241,47 @@ def test_attention_model_against_every_recorded_zoo_attention_config():
             if m.ok and m.smem_bytes:
                 assert resources.footprint(p, sp, m.config).smem_bytes >= m.smem_bytes
     assert failed == called == 10
+
+
+def _moe_up():
+    """Liger's fused gate-and-up projection as the zoo states it (its caller's BLOCK_M = 64 a
+    one-valued parameter) and the tiles its K loop loads per step, as its source reads."""
+    sp = Space([Pow2("BLOCK_N", 32, 256), Pow2("BLOCK_K", 16, 128), Choice("num_warps", [2, 4, 8]),
+                Choice("num_stages", [1, 2, 3, 4, 5, 6]), Choice("BLOCK_M", [64])])
+    p = Problem("moe_up_test", "matmul", {"M": 32768, "N": 2048, "K": 2048, "E": 64},
+                {"x": "bf16", "w": "bf16", "y": "bf16"}, hardware=H100)
+    return sp, p, [("BLOCK_K", "BLOCK_M"), ("BLOCK_K", "BLOCK_N"), ("BLOCK_K", "BLOCK_N")]
+
+
+def test_a_kernel_whose_source_loads_two_weight_tiles_holds_both_per_stage():
+    from abductune import kernel_facts
+
+    sp, p, loads = _moe_up()
+    c = {"BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8, "num_stages": 5, "BLOCK_M": 64}
+    try:
+        # A and B alone: 5 x (64x64 + 64x256) x 2 bytes = 200 KB, which fits 227 KB
+        assert resources.infeasible(p, sp, c) is None
+        kernel_facts.tell_loads(p.kernel, loads)
+        # what ptxas asked for on the H100 (Liger's record): 5 x (64x64 + 2 x 64x256) x 2 = 368,640 bytes
+        assert resources.footprint(p, sp, c).smem_bytes == 368640
+        assert "shared memory" in resources.infeasible(p, sp, c)
+        assert resources.infeasible(p, sp, {**c, "num_stages": 3}) is None  # 221,184 bytes fit
+        # a load naming a tile the config does not set: the loads say nothing, A and B decide
+        kernel_facts.tell_loads(p.kernel, [*loads, ("BLOCK_K", "BLOCK_Q")])
+        assert resources.infeasible(p, sp, c) is None
+    finally:
+        kernel_facts.forget(p.kernel)
+
+
+def test_off_the_warpgroup_mma_one_pipeline_copy_fewer():
+    """Two warps cannot drive Hopper's warpgroup MMA; Triton then keeps stages - 1 copies (the
+    two-warp configs of Liger's MoE that ran past the limit at `stages` copies)."""
+    sp, p = _space(), _problem()
+    on = cfg(128, 128, 64, 4, 5)  # 5 x (128x64 + 64x128) x 2 = 160 KB
+    off = cfg(128, 128, 64, 2, 5)  # 4 copies: 128 KB
+    assert resources.footprint(p, sp, on).smem_bytes == 5 * (128 * 64 + 64 * 128) * 2
+    assert resources.footprint(p, sp, off).smem_bytes == 4 * (128 * 64 + 64 * 128) * 2
+    # 128 x 256 x 64 fp16 at 5 stages: 240 KB at 5 copies (over 227 KB), 192 KB at 4
+    big = cfg(128, 256, 64, 4, 5)
+    assert "shared memory" in resources.infeasible(p, sp, big)
+    assert resources.infeasible(p, sp, {**big, "num_warps": 2}) is None

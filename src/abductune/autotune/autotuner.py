@@ -480,15 +480,17 @@ class Autotuner(TritonAutotuner):
                     warm = parallel_warm(plan[1], args, kwargs, self._workers_failed,
                                          self.fn if peelable(self.fn) else None, compile_only(self, args, kwargs))
                 fixed = fixed_of(space, self.space)
+                options = self.strategy_options
                 if fixed:  # the search sees the call's tiles; the launch gets them from the call alone
                     seeds = [{**s, **fixed} for s in seeds]
                     ev = FixedEvaluator(call_evaluator(self, problem, args, kwargs, nargs, saved,
                                                        without(space, fixed), warm), space, fixed)
+                    if "configs" in options:  # record mode's plan, in the key's space
+                        options = {**options, "configs": [{**c, **fixed} for c in options["configs"]]}
                 else:
                     ev = call_evaluator(self, problem, args, kwargs, nargs, saved, space, warm)
                 if self.record is not None:  # each config appended to the key's .jsonl as it lands
-                    recorder = Recorder(self, problem, space, store.memo(ctx, space),
-                                        self.strategy_options["configs"])
+                    recorder = Recorder(self, problem, space, store.memo(ctx, space), options["configs"])
                     ev = recorder.evaluator(ev)
                 baselines = {"configs": list(seeds)} if seeds and (budget.evaluations is None or
                                                                    budget.evaluations >= len(seeds)) else {}
@@ -519,7 +521,7 @@ class Autotuner(TritonAutotuner):
                 else:
                     prior = []
                 marks["session"] = now()
-                with Session(ev, strategy=self.search_strategy, seed=self.seed, options=self.strategy_options,
+                with Session(ev, strategy=self.search_strategy, seed=self.seed, options=options,
                              budget=budget, seeds=seed_list, store=store,
                              toolchain=ctx.toolchain, batch_size=max(8, len(seeds)), judge=self.judge,
                              wait_timeout_s=self.wait_timeout_s, prior=prior) as session:
@@ -635,8 +637,9 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
 def _note_source(tuner: Any) -> None:
     """Tell the theory store's scope checks the kernel's source, so a rule confirmed on kernels
     that hold a row whole is not served to one that loops over it (theory/store/scope.py)."""
+    from .. import kernel_facts
     from ..theory.store.scope import note_facts, note_source
-    from .record import source_text, tile_facts
+    from .record import source_text, tile_facts, tile_loads
 
     try:
         src = source_text(tuner)
@@ -647,3 +650,4 @@ def _note_source(tuner: Any) -> None:
         note_source(tuner.name, src)
         # and its tiles' loops, which the classifier reads too (which dim BLOCK_M walks)
         note_facts(tuner.name, tile_facts(tuner))
+        kernel_facts.tell_loads(tuner.name, tile_loads(tuner))  # what the resource model counts

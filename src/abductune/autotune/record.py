@@ -25,9 +25,10 @@ log = logging.getLogger(__name__)
 PROGRESS_EVERY_S = 10.0  # record mode's progress lines: at most one per this many seconds per key
 
 
-def record_dataset(tuner: Any, problem: Problem, records: Sequence[Measurement]) -> Any:
+def record_dataset(tuner: Any, problem: Problem, records: Sequence[Measurement], space: Any = None) -> Any:
     """The recorded key as a dataset: its records with the kernel's own list, where it came
-    from and the sample, if any (the header of the partial file is this with no records)."""
+    from and the sample, if any (the header of the partial file is this with no records).
+    `space`: the key's (the kernel's own, with any tile the call fixes: `autotune.fixed`)."""
     from ..datasets.format import SOURCE_FACTS, Dataset, make_source_facts
     from ..hardware import toolchain
 
@@ -40,16 +41,21 @@ def record_dataset(tuner: Any, problem: Problem, records: Sequence[Measurement])
         if costs:
             problem = replace(problem, flops=costs[0], min_bytes=costs[1])
     origin = f"{getattr(tuner.base_fn, '__module__', '?')}.{tuner.base_fn.__qualname__} (through patch_triton)"
-    meta: dict[str, Any] = {"fixed_configs": tuner._list, "default_config": tuner._list[0] if tuner._list else
-                            tuner.space.default(), "origin": origin}
+    space = space if space is not None else tuner.space
+    fixed = {p.name: p.values[0] for p in space.params if p.name not in tuner.space.names}
+    listed = [{**c, **fixed} for c in tuner._list]
+    meta: dict[str, Any] = {"fixed_configs": listed, "default_config": listed[0] if listed else
+                            space.default(), "origin": origin}
+    if fixed:
+        meta["call_fixed"] = fixed
     if tuner._grown:
         meta["space_from"] = "the kernel's own config list, grown one step beyond its hull along roles"
     if tuner._record_sample:
         meta["sample"] = tuner._record_sample
-    facts = tile_facts(tuner)
-    if facts:
-        meta[SOURCE_FACTS] = make_source_facts(facts)
-    return Dataset(problem, tuner.space.to_dict(), list(records), toolchain(),
+    facts, loads = tile_facts(tuner), tile_loads(tuner)
+    if facts or loads is not None:
+        meta[SOURCE_FACTS] = make_source_facts(facts, loads)
+    return Dataset(problem, space.to_dict(), list(records), toolchain(),
                    restricted_to_records=tuner._record_sample is not None,
                    source=f"abductune sweep --call ({tuner.name})", meta=meta)
 
@@ -85,16 +91,19 @@ def _recorded_dtypes(path: Path) -> dict[str, str] | None:
         return None
 
 
-def write_record(tuner: Any, problem: Problem, result: Any, kept: Sequence[Measurement] = ()) -> Path:
+def write_record(tuner: Any, problem: Problem, result: Any, kept: Sequence[Measurement] = (),
+                 space: Any = None) -> Path:
     """The recorded key as a dataset (`abductune sweep --call`): every config measured, once
-    each (`kept`, those an earlier run recorded, first; then the run's history)."""
+    each (`kept`, those an earlier run recorded, first; then the run's history), in the key's
+    `space` (default: the kernel's own)."""
     from ..datasets.format import write_dataset
 
+    space = space if space is not None else tuner.space
     seen: dict[tuple, Any] = {}
     for m in [*kept, *result.history]:
-        if "impl" not in m.config and tuner.space.is_valid(m.config):
-            seen.setdefault(tuner.space.key(m.config), m)
-    ds = record_dataset(tuner, problem, list(seen.values()))
+        if "impl" not in m.config and space.is_valid(m.config):
+            seen.setdefault(space.key(m.config), m)
+    ds = record_dataset(tuner, problem, list(seen.values()), space)
     _, path = record_paths(tuner, problem)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_dataset(ds, path)
@@ -122,7 +131,7 @@ class Recorder:
         self.partial, self.final = record_paths(tuner, problem)
         self.label = f"{tuner.name} {shape_name(problem.dims) or 'all'}"
         self.plan = {space.key(c) for c in plan if space.is_valid(c)}
-        header = json.loads(json.dumps(record_dataset(tuner, problem, []).header(), default=str))
+        header = json.loads(json.dumps(record_dataset(tuner, problem, [], space).header(), default=str))
         kept = self._kept(header)
         self.known: dict[tuple, Measurement] = {}
         for m in kept:
@@ -227,7 +236,7 @@ class Recorder:
         return None if m is None else m.replace(config=dict(cfg), id=None, run_id=None, kind="search")
 
     def finish(self, result: Any) -> Path:
-        path = write_record(self.tuner, self.problem, result, list(self.known.values()))
+        path = write_record(self.tuner, self.problem, result, list(self.known.values()), self.space)
         self.partial.unlink(missing_ok=True)
         self.say(self._line("done, ") + f"; wrote {path}")
         return path
@@ -300,6 +309,23 @@ def source_text(tuner: Any) -> str | None:
     except (OSError, TypeError) as e:
         log.debug("%s: no source: %s: %s", tuner.name, type(e).__name__, e)
         return None
+
+
+def tile_loads(tuner: Any) -> list[tuple[str, ...]] | None:
+    """The tiles each load of the kernel's reduction loop reads (`theory.store.scope.kernel_loads`),
+    for the dataset's header and the resource model: read once per autotuner, kept on it."""
+    if "_loads" in tuner.__dict__:
+        return tuner._loads
+    from ..theory.store.scope import kernel_loads
+
+    try:
+        src = source_text(tuner)
+        got = kernel_loads(src) if src else None
+    except Exception as e:  # noqa: BLE001 - a source we cannot read records no loads, never fails the record
+        log.debug("%s: no loads read: %s: %s", tuner.name, type(e).__name__, e)
+        got = None
+    tuner._loads = got
+    return got
 
 
 def tile_facts(tuner: Any) -> dict[str, str]:

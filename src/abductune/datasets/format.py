@@ -15,6 +15,9 @@ when it was recorded, never the source itself (third-party code stays out of dat
 
 `reduction` maps a tile parameter to how the kernel walks the dim it covers (`whole`, `loop`
 or `either`; see `theory.store.scope`), so a replay judges the kernel as the live one would be.
+`loads` (optional, e.g. `[["BLOCK_K", "BLOCK_M"], ["BLOCK_K", "BLOCK_N"]]`) lists the tiles each
+2-D load of its reduction loop reads (`theory.store.scope.kernel_loads`), which the resource
+model holds in shared memory per pipeline stage; an older reader ignores it.
 """
 from __future__ import annotations
 
@@ -420,6 +423,7 @@ def read_dataset(path: str | Path, *, strict: bool = False) -> Dataset:
     told = source_facts(meta, f"{path}:1")
     if told:
         kernel_facts.note_read(problem.kernel, told)
+    kernel_facts.note_read_loads(problem.kernel, source_loads(meta, f"{path}:1"))
     return Dataset(problem, space_dict, records, dict(head.get("toolchain") or {}),
                    bool(head.get("restricted_to_records")), head.get("source", ""),
                    head.get("note", ""), str(path), dict(head.get("baselines") or {}),
@@ -447,10 +451,29 @@ def source_facts(meta: Mapping[str, Any], where: str = "") -> dict[str, str]:
     return out
 
 
-def make_source_facts(reduction: Mapping[str, str]) -> dict[str, Any]:
-    """The `meta.source_facts` value for these facts (values outside REDUCTIONS dropped)."""
-    return {"version": SOURCE_FACTS_VERSION,
-            "reduction": {str(k): v for k, v in sorted(reduction.items()) if v in REDUCTIONS}}
+def source_loads(meta: Mapping[str, Any], where: str = "") -> list[list[str]] | None:
+    """The `loads` fact of a header's meta (the tiles each load of the kernel's reduction loop
+    reads: `theory.store.scope.staged_tiles`); None when absent or malformed (logged)."""
+    got = meta.get(SOURCE_FACTS)
+    if not isinstance(got, dict) or "loads" not in got:
+        return None
+    loads = got["loads"]
+    if not isinstance(loads, list) or not all(isinstance(t, list) and all(isinstance(x, str) for x in t)
+                                              for t in loads):
+        log.warning("%s: meta.%s.loads must be a list of lists of tile parameter names; ignored", where,
+                    SOURCE_FACTS)
+        return None
+    return [list(t) for t in loads]
+
+
+def make_source_facts(reduction: Mapping[str, str], loads: Sequence[Sequence[str]] | None = None) -> dict[str, Any]:
+    """The `meta.source_facts` value for these facts (values outside REDUCTIONS dropped), with
+    the reduction loop's loads where they are known."""
+    out: dict[str, Any] = {"version": SOURCE_FACTS_VERSION,
+                           "reduction": {str(k): v for k, v in sorted(reduction.items()) if v in REDUCTIONS}}
+    if loads is not None:
+        out["loads"] = [list(t) for t in loads]
+    return out
 
 
 def facts_read(kernel: str) -> dict[str, str]:

@@ -32,9 +32,18 @@ Kernels whose tile roles do not say what is buffered (row kernels, anything the 
 cannot read) get no shared-memory or register claim: the model says nothing rather than guess,
 and the compile check (`theory.check`) or the measurement decides.
 
+Where the kernel's source is known to load more per step than one A and one B tile (a fused
+gate-and-up projection loads two weight tiles: `kernel_facts.loads`, read from the source by
+`theory.store.scope.kernel_loads`), the stage holds every 2-D tile its reduction loop loads.
+
 The figures were read off the built-in matmul's recorded H100 data only (never the zoo): Triton
 3.6 allocated stages - 1 or stages copies of the per-stage tiles (the estimate keeps the larger,
-so it never calls a launchable config impossible by undercounting), and recorded configs with
+so it never calls a launchable config impossible by undercounting); session 22 refined this on
+Liger's fused MoE records (in-sample there): `stages` copies on the warpgroup MMA, one fewer
+off it (its 32 two-warp configs that ran with more than the limit allows at `stages` copies ran
+with one fewer; the model now calls all 320 of its out-of-shared-memory failures infeasible and
+none of the configs that ran); across the zoo and the bundled data the change moves no failure
+to a pass. Recorded configs with
 128 accumulator values per thread spilled up to 1.2 KB yet were often the fastest (the built-in
 space allows no more than 128, so past it there is no data: the bound is the register file's).
 The attention model states the FlashAttention-2 layout and NVIDIA's documented register limits;
@@ -51,11 +60,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from .. import kernel_facts
 from ..classify import classify
 from ..costs import element_bytes, operand_bytes
 from ..hardware import HardwareInfo
 from ..problem import Problem
 from ..space import Config, Space
+from .diagnose import on_warpgroup_mma
 
 # Triton's num_stages default, for a space that does not tune stages
 DEFAULT_STAGES = 3
@@ -118,8 +129,13 @@ def footprint(problem: Problem, space: Space, config: Mapping[str, Any]) -> Foot
         # tile a tensor-core dot takes, the estimate is a lower bound, so what it calls
         # infeasible is; the accumulator is not estimated without the real M tile.
         stages = _value(space, config, "stages") or DEFAULT_STAGES
+        if on_warpgroup_mma(problem, space, config) is False:
+            stages = max(stages - 1, 1)  # off the warpgroup MMA Triton keeps one copy fewer (docstring)
         sa, sb, _ = operand_bytes(problem.dtypes)  # A and B, the first two inputs
         smem = int(math.ceil(max(stages, 1) * ((bm or MIN_DOT_M) * bk * sa + bk * bn * sb)))
+        staged = _staged_bytes(problem, space, config, sa, sb)
+        if staged is not None:  # the kernel loads more per step than A and B (its source says)
+            smem = max(smem, int(math.ceil(max(stages, 1) * staged)))
         if threads and bm:
             acc = bm * bn / threads
     elif bm and bn and not bk and warps:
@@ -127,6 +143,25 @@ def footprint(problem: Problem, space: Space, config: Mapping[str, Any]) -> Foot
         if got is not None:
             return got
     return Footprint(smem, acc, threads)
+
+
+def _staged_bytes(problem: Problem, space: Space, config: Mapping[str, Any], sa: float, sb: float) -> float | None:
+    """Bytes one pipeline stage holds by the kernel's source (`kernel_facts.loads`: the tiles
+    each 2-D load of its reduction loop reads), each load in its operand's element size (A's for
+    an M x K tile, B's for a K x N one, the larger otherwise); None where the loads are not
+    known or name a tile the config does not set."""
+    loads = kernel_facts.loads(problem.kernel)
+    if not loads:
+        return None
+    total = 0.0
+    for tile in loads:
+        vals = [config.get(n) for n in tile]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+            return None
+        roles = {space[n].role for n in tile if n in space.names}
+        size = sa if roles == {"tile:M", "tile:K"} else sb if roles == {"tile:K", "tile:N"} else max(sa, sb)
+        total += math.prod(vals) * size  # type: ignore[arg-type]
+    return total
 
 
 def _attention(problem: Problem, space: Space, config: Mapping[str, Any], bq: int, bk: int,

@@ -176,6 +176,133 @@ def loop_structure(source: str, tile: str) -> str | None:
     return None if helpers - _BUILTIN_CALLS else WHOLE
 
 
+def _arange_tiles(call: ast.AST, tiles: set[str]) -> set[str]:
+    """Tiles named in `tl.arange(...)` calls within `call` (the dims an offsets vector spans)."""
+    out: set[str] = set()
+    for n in ast.walk(call):
+        if isinstance(n, ast.Call):
+            f = n.func
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name == "arange":
+                out |= {x for a in n.args for x in _names(a)} & tiles
+    return out
+
+
+# where a block pointer's or a tensor descriptor's block shape is passed by position
+_BLOCK_SHAPE_ARG = {"make_block_ptr": 4, "make_tensor_descriptor": 3}
+
+
+def _block_shape(call: ast.AST, tiles: set[str]) -> tuple[str, ...] | None:
+    """The tiles of the block shape of `tl.make_block_ptr` / `tl.make_tensor_descriptor`
+    (by keyword or by position)."""
+    if not isinstance(call, ast.Call):
+        return None
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    shape = next((kw.value for kw in call.keywords if kw.arg == "block_shape"), None)
+    if shape is None and name in _BLOCK_SHAPE_ARG and len(call.args) > _BLOCK_SHAPE_ARG[name]:
+        shape = call.args[_BLOCK_SHAPE_ARG[name]]
+    if isinstance(shape, (ast.List, ast.Tuple)):
+        return tuple(sorted({x for e in shape.elts for x in _names(e)} & tiles))
+    return None
+
+
+def staged_tiles(source: str, tiles: Iterable[str]) -> list[tuple[str, ...]] | None:
+    """The tiles each 2-D load inside a reduction loop of the kernel in `source` reads, one
+    entry per load: the tile parameters whose `tl.arange` reaches its pointer (through the names
+    computed from it), or the `block_shape` of its block pointer or tensor descriptor. A tiled
+    product's software pipeline keeps `stages` copies of these in shared memory, so where a
+    kernel loads more than the A and B tiles (a fused gate-and-up projection loads two weight
+    tiles per step) this is what the resource model counts (`theory.resources.footprint`).
+    A reduction loop is one whose bounds read a tile (directly or through a name computed from
+    it). None when the source does not parse or has no such loop."""
+    tiles = set(tiles)
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None or not tiles:
+        return None
+    assigns = [n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value]
+    spans: dict[str, set[str]] = {}  # name -> tiles whose arange reaches it
+    blocks: dict[str, tuple[str, ...]] = {}  # name -> block_shape of the block pointer / descriptor it holds
+    derived = set(tiles)  # names computed from a tile (loop bounds)
+    for _ in range(len(assigns) + 1):
+        grown = False
+        for a in assigns:
+            targets = [t for t0 in (a.targets if isinstance(a, ast.Assign) else [a.target])
+                       for t in ast.walk(t0) if isinstance(t, ast.Name)]
+            got = _arange_tiles(a.value, tiles)  # type: ignore[arg-type]
+            for n in _names(a.value):  # type: ignore[arg-type]
+                got |= spans.get(n, set())
+            shape = _block_shape(a.value, tiles)
+            if shape is None and isinstance(a.value, ast.Call) and a.value.args:
+                first = a.value.args[0]  # tl.advance(ptr, ...) keeps the block pointer's shape
+                shape = blocks.get(first.id) if isinstance(first, ast.Name) else None
+            bounded = bool(_names(a.value) & derived)  # type: ignore[arg-type]
+            for t in targets:
+                if not got <= spans.get(t.id, set()):
+                    spans[t.id] = spans.get(t.id, set()) | got
+                    grown = True
+                if shape and t.id not in blocks:
+                    blocks[t.id] = shape
+                    grown = True
+                if bounded and t.id not in derived:
+                    derived.add(t.id)
+                    grown = True
+        if not grown:
+            break
+    loops = [n for n in ast.walk(fn) if (isinstance(n, ast.For) and _is_range(n.iter)
+                                          and _names(n.iter) & derived)
+             or (isinstance(n, ast.While) and _names(n.test) & derived)]
+    if not loops:
+        return None
+    out: list[tuple[str, ...]] = []
+    seen: set[int] = set()
+    for loop in loops:
+        for n in ast.walk(loop):
+            if id(n) in seen or not isinstance(n, ast.Call):
+                continue
+            f = n.func
+            if not (isinstance(f, ast.Attribute) and f.attr == "load") and not (isinstance(f, ast.Name) and f.id == "load"):
+                continue
+            seen.add(id(n))
+            ptr = n.args[0] if n.args else None
+            if isinstance(ptr, ast.Call) and ptr.args and isinstance(ptr.args[0], ast.Name) \
+                    and ptr.args[0].id in blocks:
+                ptr = ptr.args[0]  # tl.load(tl.advance(block_ptr, ...))
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in blocks:
+                got = set(blocks[f.value.id])  # desc.load([...])
+            elif isinstance(ptr, ast.Name) and ptr.id in blocks:
+                got = set(blocks[ptr.id])  # tl.load(block_ptr)
+            elif ptr is not None:
+                got = _arange_tiles(ptr, tiles)
+                for x in _names(ptr):
+                    got |= spans.get(x, set())
+            else:
+                continue
+            if len(got) >= 2:
+                out.append(tuple(sorted(got)))
+    return out
+
+
+def kernel_loads(source: str) -> list[tuple[str, ...]] | None:
+    """`staged_tiles` over the kernel's parameters whose names read as tiles (`space.infer_role`):
+    those of its config list and any its caller passes (`autotune.fixed`) alike."""
+    from ...space import infer_role
+
+    try:
+        tree = ast.parse(textwrap.dedent(source))
+    except SyntaxError:
+        return None
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return None
+    tiles = [a.arg for a in fn.args.args + fn.args.kwonlyargs if (infer_role(a.arg) or "").startswith("tile")]
+    return staged_tiles(source, tiles)
+
+
 @lru_cache(maxsize=256)
 def _structure_cached(kernel: str, tile: str) -> str | None:
     src = kernel_source(kernel)
