@@ -178,3 +178,22 @@ def test_record_mode_writes_the_callers_tile_into_the_dataset(tmp_path: Path):
     assert all(m.config["BLOCK_SIZE_M"] == 16 for m in ds.records)
     assert ds.meta["default_config"]["BLOCK_SIZE_M"] == 16 and ds.meta["call_fixed"] == {"BLOCK_SIZE_M": 16}
     assert all(c["BLOCK_SIZE_M"] == 16 for c in ds.meta["fixed_configs"])
+
+
+@interpreted
+def test_the_resource_model_judges_a_config_with_the_callers_tile():
+    """On an H100, the prune of a key whose caller fixes BLOCK_SIZE_M = 256 counts that tile:
+    what fits with the smallest M a dot takes does not fit with the caller's."""
+    from abductune.autotune.evaluation import call_evaluator
+    from abductune.hardware import lookup
+    from abductune.problem import Problem
+
+    k = ft.make(budget=8, store=":memory:")
+    h100 = Problem("matmul_kernel", "matmul", {"M": 4096, "N": 4096, "K": 4096},
+                   {"a_ptr": "fp16", "b_ptr": "fp16", "c_ptr": "fp16"}, hardware=lookup("H100-SXM"))
+    beyond = {"BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 2, "num_warps": 8, "num_stages": 5}
+    # 5 x (256 x 64 + 64 x 128) x 2 bytes = 240 KB with the caller's M tile; 100 KB with M = 16
+    assert call_evaluator(k, h100, (), {}, {}, {}, k.space).prune(beyond) is None
+    ev = call_evaluator(k, h100, (), {}, {}, {}, k.space, fixed={"BLOCK_SIZE_M": 256})
+    assert "shared memory" in ev.prune(beyond)
+    assert ev.prune({**beyond, "num_stages": 3}) is None  # 144 KB

@@ -197,7 +197,9 @@ def child_op(spec: dict[str, Any], res: dict[str, Any]) -> None:
         if spec["mode"] != "triton":
             import abductune
 
-            patch = abductune.patch_triton(store=spec["store"], **({"budget": 32} if spec["mode"] == "patch32" else {}))
+            # LIBRARY_OPS_BUDGET: the "patch32" mode's budget, for a run that must reach beyond a 32-config list
+            budget = int(os.environ.get("LIBRARY_OPS_BUDGET", "32"))
+            patch = abductune.patch_triton(store=spec["store"], **({"budget": budget} if spec["mode"] == "patch32" else {}))
         import torch
         import triton
 

@@ -484,7 +484,7 @@ class Autotuner(TritonAutotuner):
                 if fixed:  # the search sees the call's tiles; the launch gets them from the call alone
                     seeds = [{**s, **fixed} for s in seeds]
                     ev = FixedEvaluator(call_evaluator(self, problem, args, kwargs, nargs, saved,
-                                                       without(space, fixed), warm), space, fixed)
+                                                       without(space, fixed), warm, fixed), space, fixed)
                     if "configs" in options:  # record mode's plan, in the key's space
                         options = {**options, "configs": [{**c, **fixed} for c in options["configs"]]}
                 else:

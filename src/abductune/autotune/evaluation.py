@@ -17,6 +17,7 @@ from ..problem import Problem
 from ..space import Config, Space
 from ..theory.resources import hopeless, infeasible
 from .configs import LAUNCH_KW, launch_kwargs, triton_config
+from .fixed import with_fixed
 from .keys import dtype_name, interpreted
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,8 @@ def printing() -> bool:
 
 
 def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, nargs: dict[str, Any],
-                   saved: Mapping[str, Any], space: Space | None = None, warm: Any = None) -> Evaluator:
+                   saved: Mapping[str, Any], space: Space | None = None, warm: Any = None,
+                   fixed: Mapping[str, Any] | None = None) -> Evaluator:
     """The caller's call as an evaluator over `space` (the autotuner's, or a missed key's own):
     one Launch per config, the hooks around it (with isolate=True, the same built in a worker
     process on copies of the arguments). A config beyond the list is measured only when the
@@ -38,11 +40,15 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
     `warm` (compiling.Warmer): compile workers get the configs to come, and each config's first
     launch settles with them first (its job done, withdrawn, or waited for)."""
     space = tuner.space if space is None else space
+    # the resource model judges a config with the tiles the call fixes (`autotune.fixed`), which
+    # the launch leaves to the caller
+    judged = with_fixed(space, fixed or {})
 
     def prune(cfg: Config) -> str | None:
         if "impl" in cfg or any(cfg == d for d in tuner._list):
             return None  # the list was pruned before it became the seeds
-        why = infeasible(problem, space, cfg) or hopeless(problem, space, cfg)
+        full = {**cfg, **(fixed or {})}
+        why = infeasible(problem, judged, full) or hopeless(problem, judged, full)
         if why:
             return f"the resource model: {why}"
         if tuner.early_config_prune is not None and not tuner.early_config_prune(
