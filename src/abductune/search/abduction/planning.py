@@ -390,6 +390,8 @@ class BatchPlanner:
         little, and the Latin hypercube and TPE take over."""
         out: list[Config] = []
         prior = self.ctx.knowledge.prior
+        if self._prior_failed():
+            return out
         while len(out) < n and self.prior_used < PRIOR_DRAWS and self.prior_pos < len(prior):
             c = prior[self.prior_pos]
             self.prior_pos += 1
@@ -398,8 +400,22 @@ class BatchPlanner:
                 continue
             taken.add(k)
             self.prior_used += 1
+            self.prior_keys.add(k)
             out.append(dict(c))
         return out
+
+    def _prior_failed(self) -> bool:
+        """Whether the prior has lost its turn on this kernel: PRIOR_DRAWS // 2 of its configs
+        were judged and none beat the incumbent beyond noise. The ranker earned trust on other
+        kernels of the class; two losses here say this kernel is not one of them, and its
+        draws go back to sampling the space (logged once as an "explore" event)."""
+        judged = [v for v in self.ledger.verdicts if self.space.key(v.candidate) in self.prior_keys]
+        failed = len(judged) >= PRIOR_DRAWS // 2 and not any(v.supports for v in judged)
+        if failed and not self.prior_dropped:
+            self.prior_dropped = True
+            self.ctx.log("explore", reason=f"stopped drawing from the ranker's order: {len(judged)} of its configs "
+                         "were tested here and none beat the incumbent")
+        return failed
 
     def _tpe_tests(self, n: int, taken: set[tuple]) -> list[_Test]:
         """n untested configs from TPE (told what `tpe_pool` holds); a proposal TPE keeps

@@ -118,6 +118,8 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         self.explore_start: list[Config] | None = None  # the exploring share's space-filling start
         self.prior_pos = 0  # how far into `Knowledge.prior` the exploring share has read
         self.prior_used = 0  # configs of it proposed (`_prior_draws`)
+        self.prior_keys: set[tuple] = set()  # their keys, to read their verdicts (`_prior_failed`)
+        self.prior_dropped = False  # the prior lost its turn on this kernel
         self.explore_turn = 0  # the exploring share's draws so far: the ranker's and the sample's alternate
         self.close_calls: list[tuple[tuple, Config]] = []  # (incumbent key, a close call it has not run off)
         self.theory_trust: dict[str, bool] = {}  # theory -> keeps its credit on this kernel (`_theory_trust`)
@@ -156,10 +158,9 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         if self.generic:
             yield from self._startup()
         elif self.inc is None:  # no seed ran: start from the default
-            ranked = {self.space.key(c) for c in ctx.knowledge.prior}
             start = [_Test(START, self.space.default(), 0.0, "the space default")] \
                 + [_Test(START, c, 0.0, ("cold start: the ranker's next config (learned on other kernels)"
-                                         if self.space.key(c) in ranked else "cold start: a space-filling draw")
+                                         if self.space.key(c) in self.prior_keys else "cold start: a space-filling draw")
                          + " (no seed ran on a kernel no theory was confirmed on)") for c in self._cold_draws()]
             start = [t for t in start if not self.known(t.config)]
             if start:
@@ -200,22 +201,27 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
 
     def _cold_draws(self) -> list[Config]:
         """With no seed measured on a kernel no theory was confirmed on (`unseen_kernel`), the
-        head of the ranker's order (`_prior_draws`) and then the first draws of the exploring
-        share's space-filling sample, `cold_start` in all, measured beside
+        head of the ranker's order (`_prior_draws`) and the exploring share's space-filling
+        sample in turn, `cold_start` in all, measured beside
         the default: nothing says the default's basin is the one to search, and the theories'
         moves from it are untested here."""
         n = self.s.cold_start
         if n <= 0 or self.ctx.history or self.unseen_kernel is None:
             return []
         taken = {self.space.key(self.space.default())}
-        out: list[Config] = self._prior_draws(n, taken)
         if self.explore_start is None:
             self.explore_start = latin_hypercube(self.space, self.s.seeded_startup, self.ctx.np_rng)
-        while len(out) < n and self.explore_start:
-            c = self.explore_start.pop(0)
-            if self.space.key(c) not in taken and self.space.is_valid(c) and self._runnable(c):
-                taken.add(self.space.key(c))
-                out.append(dict(c))
+        out: list[Config] = []
+        while len(out) < n:  # the ranker's head and the space-filling sample in turn, as the exploring share
+            got = self._prior_draws(1, taken) if self.explore_turn % 2 == 0 else []
+            c = got[0] if got else self._lhs_draw(taken)
+            if c is None:
+                got = self._prior_draws(1, taken)
+                c = got[0] if got else None
+            if c is None:
+                break
+            out.append(c)
+            self.explore_turn += 1
         return out
 
     def _start_size(self) -> int:

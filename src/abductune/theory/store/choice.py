@@ -152,3 +152,19 @@ def order_for(kernel_class: str, holds: Sequence[Holdout], chain: Sequence[str],
     won = round(math.log(got[chain]), 9) < round(math.log(got[()]) - math.log1p(TIE_MARGIN), 9)
     return Choice(kernel_class, chain if won else (), tuple(sorted(ev)),
                   {(" > ".join(o) or DEFAULT): v for o, v in got.items()})
+
+
+def ranker_trusted(kernel_class: str, holds: Sequence[Holdout], path: Path = PATH) -> bool | None:
+    """Whether the ranker's first pick beat the kernels' own defaults by more than `TIE_MARGIN`
+    on the other kernels of `kernel_class` under `holds` (the same nested evidence `order_for`
+    reads); None where the file is absent or does not know the class. Where it did not, its
+    order is no better than the kernel's own config on kernels like this one, and a search is
+    not sent to its head (`heuristics.seeds.ranker_prior`)."""
+    d = load(path)
+    if d is None or not any(v["class"] == kernel_class for v in d["kernels"].values()):
+        return None
+    ev = evidence_for(d, kernel_class, holds)
+    if not ev:
+        return False
+    return round(math.log(score(("ranker",), ev)), 9) < round(math.log(score((), ev)) - math.log1p(TIE_MARGIN), 9)
+
