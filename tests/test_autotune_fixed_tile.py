@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotune_kernels import INTERPRET, interpreted
+from test_patch_libraries import Timer  # ms = table(config), each trial launched once
 from abductune.autotune.fixed import FixedEvaluator, call_fixed, fixed_of, strip, with_fixed, without
 from abductune.measurement import Measurement
 from abductune.space import Choice, Pow2, Space
@@ -114,16 +115,6 @@ def mm_time(cfg):
     if "impl" in cfg:
         return 5.0
     return {16: 2.0, 32: 1.0}.get(cfg["BLOCK_SIZE_N"], 3.0) + 0.1 * cfg["BLOCK_SIZE_K"] / 16
-
-
-class Timer:
-    def __init__(self, fn):
-        self.fn, self.seen = fn, []
-
-    def __call__(self, cfg, launch):
-        launch()
-        self.seen.append(dict(cfg))
-        return [self.fn(cfg)]
 
 
 @interpreted
