@@ -188,3 +188,23 @@ def test_the_resource_model_judges_a_config_with_the_callers_tile():
     ev = call_evaluator(k, h100, (), {}, {}, {}, k.space, fixed={"BLOCK_SIZE_M": 256})
     assert "shared memory" in ev.prune(beyond)
     assert ev.prune({**beyond, "num_stages": 3}) is None  # 144 KB
+
+
+@interpreted
+def test_the_decorator_gives_abduction_the_rankers_order_and_no_other_strategy(tmp_path: Path, monkeypatch):
+    from abductune.heuristics import seeds as seeds_mod
+
+    asked = []
+
+    def fake(problem, space, **kw):
+        asked.append(list(space.names))
+        return [space.default()]
+
+    monkeypatch.setattr(seeds_mod, "ranker_prior", fake)
+    a, b = torch.randn(32, 16), torch.randn(16, 32)
+    k = ft.make(store=tmp_path / "a.sqlite", timer=Timer(mm_time), budget=6, strategy="abduction")
+    torch.testing.assert_close(ft.matmul(k, a, b), a @ b, atol=1e-4, rtol=1e-4)
+    assert len(asked) == 1 and "BLOCK_SIZE_M" in asked[0]  # the key's space, the caller's tile in it
+    k = ft.make(store=tmp_path / "b.sqlite", timer=Timer(mm_time), budget=6, strategy="pattern")
+    torch.testing.assert_close(ft.matmul(k, a, b), a @ b, atol=1e-4, rtol=1e-4)
+    assert len(asked) == 1

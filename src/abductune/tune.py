@@ -220,7 +220,7 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
         all_seeds, fired = seed_list(problem, ev.space, default_cfg, seeds, heuristics, database, exclude)
         from .heuristics.seeds import ranker_prior
 
-        prior = ranker_prior(problem, ev.space, exclude=exclude) if heuristics else []
+        prior = ranker_prior(problem, ev.space, exclude=exclude) if heuristics and strategy == "abduction" else []
         lap("seeds", t)
         with Session(ev, strategy=strategy, seed=seed, options=options, budget=budget, seeds=all_seeds,
                      store=store, toolchain=toolchain, heuristics=fired, theory_evidence=theory_evidence,

@@ -517,7 +517,9 @@ class Autotuner(TritonAutotuner):
                     known = [s.config for s in seed_list]
                     seed_list += [Seed(c, src) for c, src in ranker_seeds(problem, space, min(RANKER_SEEDS, room))
                                   if c not in known]
-                    prior = ranker_prior(problem, space)  # where abduction's exploring share looks first
+                    # where abduction's exploring share looks first (no other strategy reads it)
+                    abduction = getattr(self.search_strategy, "name", self.search_strategy) == "abduction"
+                    prior = ranker_prior(problem, space) if abduction else []
                 else:
                     prior = []
                 marks["session"] = now()
