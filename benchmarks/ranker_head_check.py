@@ -1,7 +1,9 @@
 """How good the shipped ranker's head is as a place to look, leave-one-kernel-out: per zoo
 kernel, the geomean over its shapes of (the best of the ranker's first 3 configs, refitted
 without the kernel) / the optimum, beside the expected best of 3 configs drawn at random from
-the recorded ones. What abduction's exploring prior (`Knowledge.prior`) was judged on.
+the recorded ones. What abduction's exploring prior (`Knowledge.prior`) was judged on: the
+shipped ranker as the prior uses it (`benchmarks/bench_ranker.py`'s *_top8 columns judge a
+ranker fitted afresh, by its first eight).
 
     python benchmarks/ranker_head_check.py [--k 3] [--json OUT]
 """
@@ -11,19 +13,9 @@ import argparse
 import json
 import math
 import sys
-from math import comb
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-
-def expected_best_of(times: list[float], k: int) -> float:
-    """E[min] of k configs drawn without replacement from `times`."""
-    t = sorted(times)
-    n = len(t)
-    if n < k:
-        return t[0]
-    return sum(t[i] * comb(n - 1 - i, k - 1) for i in range(n)) / comb(n, k)
 
 
 def main() -> None:
@@ -34,6 +26,7 @@ def main() -> None:
     from abductune.datasets.public import load_any
     from abductune.datasets.zoo import zoo_kernels
     from abductune.errors import AbductuneError
+    from abductune.evaluate import expected_best_random
     from abductune.heuristics import ranker_shipped
     from abductune.problem import Holdout
 
@@ -50,7 +43,7 @@ def main() -> None:
                 worst = max(times.values())
                 order = ranker_shipped.rank(ds.problem, sp, exclude=Holdout(ds.problem, "kernel")).configs
                 head.append(min(times.get(sp.key(c), worst) for c in order[:a.k]) / opt)
-                rand.append(expected_best_of(list(times.values()), a.k) / opt)
+                rand.append(expected_best_random(list(times.values()), a.k) / opt)
         except AbductuneError as e:
             print(f"{kernel:34s} not ranked: {e}")
             continue

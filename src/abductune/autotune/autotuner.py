@@ -38,7 +38,7 @@ from .choices import Choice, key_space, observed_prediction, pick, theory_predic
 from .compiling import compile_only, compile_plan, early_start, parallel_warm, peelable
 from .configs import LAUNCH_KW, OPTIONS, config_dict, fill_options, launch_kwargs, triton_config
 from .evaluation import call_evaluator, printing
-from .fixed import FixedEvaluator, call_fixed, fixed_of, strip, with_fixed, without
+from .fixed import FixedEvaluator, call_fixed, fixed_of, own, with_fixed, without
 from .keys import (key_problem, key_value, open_store, python_fn, triton_key, triton_toolchain, tuning_lock,
                    why_missed)
 from .phases import count_beyond, now, tune_phases
@@ -279,8 +279,7 @@ class Autotuner(TritonAutotuner):
         return {n: d[n] if n in d else self.space[n].default_value for n in self.space.names}
 
     def _choice(self, config: Mapping[str, Any], source: str, time_ms: float | None = None) -> Choice:
-        # a config of a key's space with call-fixed tiles (`autotune.fixed`): the caller passes those
-        config = {k: v for k, v in config.items() if k in self.space.names or k == "impl"}
+        config = own(config, self.space)  # a key's space may hold tiles the caller passes (`autotune.fixed`)
         if "impl" in config:
             impl = self.implementations.get(config["impl"])
             if impl is None:
@@ -547,8 +546,8 @@ class Autotuner(TritonAutotuner):
         self.stats["retimed"] += len(result.runoff)
         count_beyond(self, result)
         self.bench_time = time.perf_counter() - t0
-        self.configs_timings = {triton_config(strip(m.config, fixed_of(space, self.space))):
-                                list(m.samples_ms) or [m.objective] for m in result.history if "impl" not in m.config}
+        self.configs_timings = {triton_config(own(m.config, self.space)): list(m.samples_ms) or [m.objective]
+                                for m in result.history if "impl" not in m.config}
         rows = store.measurements(ctx)
         try:
             choice = self._decide(result.winner, rows, "tuned")

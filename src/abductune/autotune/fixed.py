@@ -59,6 +59,12 @@ def without(space: Space, fixed: Mapping[str, Any]) -> Space:
                  name=space.name)
 
 
+def own(cfg: Mapping[str, Any], base: Space) -> dict[str, Any]:
+    """A config of a key's space as the kernel's own space `base` holds it (an implementation's
+    `{"impl": name}` as it is): without the tiles the caller fixes, whatever they were."""
+    return {k: v for k, v in cfg.items() if k in base.names or k == "impl"}
+
+
 def strip(cfg: Mapping[str, Any], fixed: Mapping[str, Any]) -> dict[str, Any]:
     """A config of the augmented space as the launch takes it (the caller passes the rest)."""
     return {k: v for k, v in cfg.items() if k not in fixed}

@@ -7,6 +7,7 @@ from typing import Any, Mapping
 
 from ..measurement import Status
 from ..store import config_key
+from .fixed import own
 
 
 def tune_phases(result: Any, marks: Mapping[str, float], warm: Any, plan: tuple[str, str], evaluator: Any) -> dict:
@@ -60,16 +61,15 @@ def count_beyond(tuner: Any, result: Any) -> None:
     """What the search found beyond the list (the autotuner's stats): configs measured and pruned
     there, and whether the winner is one of them, with its gain over the list's best."""
     listed = {config_key(d) for d in tuner._list}
-    names = set(tuner.space.names)
 
-    def own(cfg: Any) -> Any:  # without the tiles the caller fixes (`autotune.fixed`)
-        return config_key({k: v for k, v in cfg.items() if k in names})
-    outside = {own(m.config): m for m in result.history if "impl" not in m.config and own(m.config) not in listed}
+    def key(cfg: Any) -> str:  # as the list holds it: without the tiles the caller fixes
+        return config_key(own(cfg, tuner.space))
+    outside = {key(m.config): m for m in result.history if "impl" not in m.config and key(m.config) not in listed}
     pruned = sum(m.status is Status.PRUNED for m in outside.values())
     tuner.stats["beyond_pruned"] += pruned
     tuner.stats["beyond_list"] += len(outside) - pruned
     w, base = result.winner, result.baselines.get("configs")
-    if w is not None and w.ok and "impl" not in w.config and own(w.config) not in listed:
+    if w is not None and w.ok and "impl" not in w.config and key(w.config) not in listed:
         tuner.stats["won_beyond_list"] += 1
         if base is not None and base.ok and w.time_ms > 0:
             tuner.stats["gain_beyond_list"] = max(tuner.stats["gain_beyond_list"], base.time_ms / w.time_ms)

@@ -200,17 +200,15 @@ def ranker_prior(problem: Problem, space: Space, *, exclude: Exclude = None,
     from the seeds or the theories. Empty where the ranker cannot rank this space (no tile or
     warps role, an unknown GPU, too many configs) or has not earned trust on the kernel's
     class (`theory.store.choice.ranker_trusted`). Never raises: a prior must not stop a tune."""
-    from ..problem import Holdout, as_holdout
     from ..theory.store.choice import ranker_trusted
+    from ..theory.store.predict import holdouts
     from .ranker_shipped import rank
 
     try:
         # only where its first pick beat the kernels' own defaults on other kernels of the class
         # (nested leave-one-kernel-out, the source choice's evidence): on fla's kernels (class
         # "other") its order was worse than random draws (session 22)
-        items = [] if exclude is None else [exclude] if isinstance(exclude, (Problem, Holdout)) else list(exclude)
-        holds = [h for h in (as_holdout(x) for x in items) if h is not None]
-        if ranker_trusted(classify(problem, space).kernel_class, holds) is False:
+        if ranker_trusted(classify(problem, space).kernel_class, holdouts(exclude)) is False:
             log.debug("no ranker prior for %s: its picks did not beat the defaults on its class", problem.kernel)
             return []
         return [_jsonable(c) for c in rank(problem, space, exclude=exclude, hardware=hardware).configs[:PRIOR_LEN]]

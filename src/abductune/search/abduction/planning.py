@@ -350,25 +350,32 @@ class BatchPlanner:
         if self.explore_start is None:
             k = self._start_size()
             self.explore_start = latin_hypercube(self.space, k, self.ctx.np_rng) if k > 0 else []
-        while len(out) < n:
-            # the ranker's head and the space-filling sample take turns, the ranker first: where
-            # the ranker was learned on kernels unlike this one, half the share still samples
-            if self.explore_turn % 2 == 0 and (got := self._prior_draws(1, taken)):
-                out.append(_Test(EXPLORE, got[0], 0.0, "exploring share: the next config in the order a ranker "
-                                 "learned on other kernels gives this space"))
-            elif (c := self._lhs_draw(taken)) is not None:
-                out.append(_Test(EXPLORE, c, 0.0, "exploring share: a space-filling draw (Latin hypercube) "
-                                 "from the whole space"))
-            elif got := self._prior_draws(1, taken):
-                out.append(_Test(EXPLORE, got[0], 0.0, "exploring share: the next config in the order a ranker "
-                                 "learned on other kernels gives this space"))
-            else:
-                break
-            self.explore_turn += 1
+        while len(out) < n and (drawn := self._explore_draw(taken)) is not None:
+            c, ranked = drawn
+            out.append(_Test(EXPLORE, c, 0.0, "exploring share: the next config in the order a ranker learned "
+                             "on other kernels gives this space" if ranked else
+                             "exploring share: a space-filling draw (Latin hypercube) from the whole space"))
         for t in self._tpe_tests(n - len(out), taken):
             out.append(_Test(EXPLORE, t.config, 0.0, "exploring share: TPE over the seeds, the space-filling "
                              "draws and every incumbent"))
         return out
+
+    def _explore_draw(self, taken: set[tuple]) -> tuple[Config, bool] | None:
+        """The next untested config of the exploring share (and of the cold start), and whether
+        it came from the ranker's order: its head (`_prior_draws`) and the space-filling sample
+        (`_lhs_draw`) take turns, the ranker first, so where the ranker was learned on kernels
+        unlike this one half the draws still sample the space; either goes on alone once the
+        other is spent. None when both are."""
+        if self.explore_turn % 2 == 0 and (got := self._prior_draws(1, taken)):
+            drawn = (got[0], True)
+        elif (c := self._lhs_draw(taken)) is not None:
+            drawn = (c, False)
+        elif got := self._prior_draws(1, taken):
+            drawn = (got[0], True)
+        else:
+            return None
+        self.explore_turn += 1
+        return drawn
 
     def _lhs_draw(self, taken: set[tuple]) -> Config | None:
         """The next untested config of the exploring share's space-filling sample, or None."""

@@ -43,10 +43,10 @@ class Abduction(Strategy):
     goes on after that only while its tests keep winning: see
     `_Engine._pooled_trust`, `_global_slots`; session 16's form polled the incumbent's
     neighbourhood instead, and stayed in the basin of a seed the theories got wrong),
-    cold_start=3 (on such a kernel with no seed measured, the ranker's head, then
-    space-filling draws, measured beside the default before any theory's move: `_Engine._cold_draws`; session 19, chosen by nested
-    leave-one-kernel-out over the zoo kernels it reaches among 0, 3 and 7, then 0, 1, 3, 5, 7:
-    from the default alone fla's chunk_h search stayed in the 1-warp default's basin)."""
+    cold_start=3 (on such a kernel with no seed measured, the ranker's head and space-filling
+    draws in turn, measured beside the default before any theory's move: `_Engine._cold_draws`;
+    session 19, chosen by nested leave-one-kernel-out over the zoo kernels it reaches among 0,
+    3 and 7, then 0, 1, 3, 5, 7: from the default alone fla's chunk_h search stayed in the 1-warp default's basin)."""
 
     name = "abduction"
 
@@ -160,8 +160,8 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         elif self.inc is None:  # no seed ran: start from the default
             start = [_Test(START, self.space.default(), 0.0, "the space default")] \
                 + [_Test(START, c, 0.0, ("cold start: the ranker's next config (learned on other kernels)"
-                                         if self.space.key(c) in self.prior_keys else "cold start: a space-filling draw")
-                         + " (no seed ran on a kernel no theory was confirmed on)") for c in self._cold_draws()]
+                                         if ranked else "cold start: a space-filling draw")
+                         + " (no seed ran on a kernel no theory was confirmed on)") for c, ranked in self._cold_draws()]
             start = [t for t in start if not self.known(t.config)]
             if start:
                 ms = yield [t.config for t in start]
@@ -199,29 +199,21 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         except Exception:  # noqa: BLE001 - no diagnosis: generic mode
             return False
 
-    def _cold_draws(self) -> list[Config]:
+    def _cold_draws(self) -> list[tuple[Config, bool]]:
         """With no seed measured on a kernel no theory was confirmed on (`unseen_kernel`), the
-        head of the ranker's order (`_prior_draws`) and the exploring share's space-filling
-        sample in turn, `cold_start` in all, measured beside
-        the default: nothing says the default's basin is the one to search, and the theories'
-        moves from it are untested here."""
+        head of the ranker's order and the exploring share's space-filling sample in turn
+        (`_explore_draw`; each with whether it came from the ranker), `cold_start` in all,
+        measured beside the default: nothing says the default's basin is the one to search, and
+        the theories' moves from it are untested here."""
         n = self.s.cold_start
         if n <= 0 or self.ctx.history or self.unseen_kernel is None:
             return []
         taken = {self.space.key(self.space.default())}
         if self.explore_start is None:
             self.explore_start = latin_hypercube(self.space, self.s.seeded_startup, self.ctx.np_rng)
-        out: list[Config] = []
-        while len(out) < n:  # the ranker's head and the space-filling sample in turn, as the exploring share
-            got = self._prior_draws(1, taken) if self.explore_turn % 2 == 0 else []
-            c = got[0] if got else self._lhs_draw(taken)
-            if c is None:
-                got = self._prior_draws(1, taken)
-                c = got[0] if got else None
-            if c is None:
-                break
-            out.append(c)
-            self.explore_turn += 1
+        out: list[tuple[Config, bool]] = []
+        while len(out) < n and (drawn := self._explore_draw(taken)) is not None:
+            out.append(drawn)
         return out
 
     def _start_size(self) -> int:

@@ -216,13 +216,22 @@ def staged_tiles(source: str, tiles: Iterable[str]) -> list[tuple[str, ...]] | N
     tiles per step) this is what the resource model counts (`theory.resources.footprint`).
     A reduction loop is one whose bounds read a tile (directly or through a name computed from
     it). None when the source does not parse or has no such loop."""
-    tiles = set(tiles)
+    fn = _kernel_def(source)
+    return _staged(fn, set(tiles)) if fn is not None else None
+
+
+def _kernel_def(source: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The first function defined in `source`, None where it does not parse or defines none."""
     try:
         tree = ast.parse(textwrap.dedent(source))
     except SyntaxError:
         return None
-    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if fn is None or not tiles:
+    return next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+
+
+def _staged(fn: ast.FunctionDef | ast.AsyncFunctionDef, tiles: set[str]) -> list[tuple[str, ...]] | None:
+    """`staged_tiles` over a parsed kernel."""
+    if not tiles:
         return None
     assigns = [n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value]
     spans: dict[str, set[str]] = {}  # name -> tiles whose arange reaches it
@@ -265,7 +274,8 @@ def staged_tiles(source: str, tiles: Iterable[str]) -> list[tuple[str, ...]] | N
             if id(n) in seen or not isinstance(n, ast.Call):
                 continue
             f = n.func
-            if not (isinstance(f, ast.Attribute) and f.attr == "load") and not (isinstance(f, ast.Name) and f.id == "load"):
+            name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if name != "load":
                 continue
             seen.add(id(n))
             ptr = n.args[0] if n.args else None
@@ -292,15 +302,11 @@ def kernel_loads(source: str) -> list[tuple[str, ...]] | None:
     those of its config list and any its caller passes (`autotune.fixed`) alike."""
     from ...space import infer_role
 
-    try:
-        tree = ast.parse(textwrap.dedent(source))
-    except SyntaxError:
-        return None
-    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    fn = _kernel_def(source)
     if fn is None:
         return None
-    tiles = [a.arg for a in fn.args.args + fn.args.kwonlyargs if (infer_role(a.arg) or "").startswith("tile")]
-    return staged_tiles(source, tiles)
+    args = fn.args.args + fn.args.kwonlyargs
+    return _staged(fn, {a.arg for a in args if (infer_role(a.arg) or "").startswith("tile")})
 
 
 @lru_cache(maxsize=256)
