@@ -123,3 +123,13 @@ def as_holdout(x: "Problem | Holdout | None") -> Holdout | None:
     if x is None or isinstance(x, Holdout):
         return x
     return Holdout(x, "shape")
+
+
+def holdouts(exclude: Any) -> tuple[Holdout, ...]:
+    """The holdouts `exclude` names: a Problem (its shape), a Holdout, or several (nested
+    leave-one-kernel-out scores a kernel without two: the one a choice is made for and the one
+    it is judged on, `theory.store.choice_build`)."""
+    if exclude is None:
+        return ()
+    items = [exclude] if isinstance(exclude, (Problem, Holdout)) else list(exclude)
+    return tuple(h for h in (as_holdout(x) for x in items) if h is not None)

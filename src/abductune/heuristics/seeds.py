@@ -200,8 +200,8 @@ def ranker_prior(problem: Problem, space: Space, *, exclude: Exclude = None,
     from the seeds or the theories. Empty where the ranker cannot rank this space (no tile or
     warps role, an unknown GPU, too many configs) or has not earned trust on the kernel's
     class (`theory.store.choice.ranker_trusted`). Never raises: a prior must not stop a tune."""
+    from ..problem import holdouts
     from ..theory.store.choice import ranker_trusted
-    from ..theory.store.predict import holdouts
     from .ranker_shipped import rank
 
     try:

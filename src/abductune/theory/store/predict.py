@@ -15,7 +15,7 @@ from typing import Any
 
 from ...classify import Classification, classify
 from ...errors import AbductuneError
-from ...problem import Holdout, Problem, as_holdout
+from ...problem import Holdout, Problem, holdouts
 from ...space import Config, Space
 from . import gaps
 from .book import TheoryBook, declined_line, packaged_book
@@ -236,16 +236,6 @@ def predictions(problem: Problem, space: Space, *, book: TheoryBook | None = Non
     if got or not declined or not fallback:
         return got
     return _next_source(problem, space, holds, declined)
-
-
-def holdouts(exclude: Any) -> tuple[Holdout, ...]:
-    """The holdouts `exclude` names: a Problem (its shape), a Holdout, or several (nested
-    leave-one-kernel-out scores a kernel without two: the one a choice is made for and the one
-    it is judged on, `choice_build`)."""
-    if exclude is None:
-        return ()
-    items = [exclude] if isinstance(exclude, (Problem, Holdout)) else list(exclude)
-    return tuple(h for h in (as_holdout(x) for x in items) if h is not None)
 
 
 def _next_source(problem: Problem, space: Space, hold: "tuple[Holdout, ...]",
