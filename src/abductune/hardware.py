@@ -185,6 +185,43 @@ KNOWN_GPUS: dict[str, HardwareInfo] = {
                      peak_flops={"fp16": 312 * T, "bf16": 312 * T, "tf32": 156 * T, "fp32": 19.5 * T,
                                  "int8": 624 * T},
                      mem_bandwidth=1.555e12, l2_bytes=40 * 1024 * KB, family="ampere"),
+        # Datacenter boards common in clouds. Sources: NVIDIA's datasheets (dense figures, half of
+        # the "with sparsity" ones): H100 NVL (2023), H20 (2024; its tensor rate is far below
+        # what its SM count and clock would give, so no estimate could stand in for it), L4
+        # (2023), L40 (2022), A10 (2021), A40 (2021), Tesla T4 (2019); SM counts and L2 sizes from
+        # the architecture whitepapers.
+        HardwareInfo("H100-NVL", "nvidia", (9, 0), 132, 228 * KB, 227 * KB,
+                     peak_flops={"fp16": 835 * T, "bf16": 835 * T, "tf32": 417 * T, "fp32": 60 * T,
+                                 "fp8": 1670 * T, "int8": 1670 * T},
+                     mem_bandwidth=3.9e12, l2_bytes=50 * 1024 * KB, family="hopper"),
+        HardwareInfo("H20", "nvidia", (9, 0), 78, 228 * KB, 227 * KB,
+                     peak_flops={"fp16": 148 * T, "bf16": 148 * T, "tf32": 74 * T, "fp32": 44 * T,
+                                 "fp8": 296 * T, "int8": 296 * T},
+                     mem_bandwidth=4.0e12, l2_bytes=60 * 1024 * KB, family="hopper"),
+        HardwareInfo("L4", "nvidia", (8, 9), 58, 100 * KB, 99 * KB, max_threads_per_sm=1536,
+                     max_blocks_per_sm=24,
+                     peak_flops={"fp16": 121 * T, "bf16": 121 * T, "tf32": 60 * T, "fp32": 30.3 * T,
+                                 "fp8": 242 * T, "int8": 242 * T},
+                     mem_bandwidth=300e9, l2_bytes=48 * 1024 * KB, family="ada"),
+        HardwareInfo("L40", "nvidia", (8, 9), 142, 100 * KB, 99 * KB, max_threads_per_sm=1536,
+                     max_blocks_per_sm=24,
+                     peak_flops={"fp16": 181 * T, "bf16": 181 * T, "tf32": 90.5 * T, "fp32": 90.5 * T,
+                                 "fp8": 362 * T, "int8": 362 * T},
+                     mem_bandwidth=864e9, l2_bytes=96 * 1024 * KB, family="ada"),
+        HardwareInfo("A10", "nvidia", (8, 6), 72, 100 * KB, 99 * KB, max_threads_per_sm=1536,
+                     max_blocks_per_sm=16,
+                     peak_flops={"fp16": 125 * T, "bf16": 125 * T, "tf32": 62.5 * T, "fp32": 31.2 * T,
+                                 "int8": 250 * T},
+                     mem_bandwidth=600e9, l2_bytes=6 * 1024 * KB, family="ampere"),
+        HardwareInfo("A40", "nvidia", (8, 6), 84, 100 * KB, 99 * KB, max_threads_per_sm=1536,
+                     max_blocks_per_sm=16,
+                     peak_flops={"fp16": 149.7 * T, "bf16": 149.7 * T, "tf32": 74.8 * T,
+                                 "fp32": 37.4 * T, "int8": 299.3 * T},
+                     mem_bandwidth=696e9, l2_bytes=6 * 1024 * KB, family="ampere"),
+        HardwareInfo("T4", "nvidia", (7, 5), 40, 64 * KB, 64 * KB, max_threads_per_sm=1024,
+                     max_blocks_per_sm=16,
+                     peak_flops={"fp16": 65 * T, "fp32": 8.1 * T, "int8": 130 * T},
+                     mem_bandwidth=320e9, l2_bytes=4 * 1024 * KB, family="turing"),
         # Source: AMD Instinct MI250X product page and ROCm "GPU hardware specifications" table.
         # One process sees one of its two GCDs, so these are per-GCD figures (half the package):
         # 110 CUs, 64 KiB LDS, 8 MiB L2, 512 KiB VGPRs per CU, 1.64 TB/s.
@@ -210,8 +247,9 @@ KNOWN_GPUS: dict[str, HardwareInfo] = {
 _NAME_RULES: list[tuple[str, str | tuple[str, ...]]] = [
     (r"\bH100\b.*PCI", "H100-PCIe"),
     (r"\bH100\b.*(SXM|HBM3)", "H100-SXM"),  # drivers call the SXM board "H100 80GB HBM3"
+    (r"\bH100\b.*NVL", "H100-NVL"),
     (r"\bH100\b", ("H100-SXM", "H100-PCIe")),
-    (r"H200", "H200"),
+    (r"(?<!G)H200", "H200"),  # a GH200 is an H100 (or H200-class) die with Grace: not listed
     (r"\bA100\b.*(PCI.*40\s*GB|40\s*GB.*PCI)", "A100-PCIe-40GB"),
     (r"\bA100\b.*PCI", "A100-PCIe"),
     (r"\bA100\b.*(SXM.*40\s*GB|40\s*GB.*SXM)", "A100-SXM-40GB"),
@@ -221,6 +259,12 @@ _NAME_RULES: list[tuple[str, str | tuple[str, ...]]] = [
     (r"\bV100\b.*SXM", "V100-SXM2"),
     (r"\bV100\b", ("V100-SXM2", "V100-PCIe")),
     (r"\bL40S\b", "L40S"),
+    (r"\bL40\b", "L40"),  # not "L40S": S is a word character, so no boundary follows "L40"
+    (r"\bL4\b", "L4"),
+    (r"\bH20\b", "H20"),
+    (r"\bA10\b", "A10"),  # not A100 nor AWS's A10G, a different board
+    (r"\bA40\b", "A40"),
+    (r"\bT4\b", "T4"),
     (r"\bB200\b", "B200"),
     (r"\bMI300X\b", "MI300X"),
     (r"\bMI250X\b", "MI250X"),
@@ -333,8 +377,10 @@ def sm_count(hw: HardwareInfo | None, default: int = 108) -> int:
 
 # ----------------------------------------------------------------------------- this machine
 
-def local_hardware() -> HardwareInfo:
-    """The local GPU as a HardwareInfo (known table entry, corrected by device properties)."""
+def local_hardware(index: int | None = None) -> HardwareInfo:
+    """The CUDA device `index` (the current one when None) as a HardwareInfo: the table's entry
+    for a GPU it lists (SM count and compute capability as the device reports them), else one
+    made from the device's own properties (`from_properties`)."""
     try:
         import torch
     except ImportError:
@@ -342,13 +388,128 @@ def local_hardware() -> HardwareInfo:
                              "`pip install abductune[gpu]`") from None
     if not torch.cuda.is_available():
         raise AbductuneError("no CUDA GPU is visible: live measurement needs one")
-    props = torch.cuda.get_device_properties(0)
-    known = lookup(props.name, strict=False)
-    cc = (props.major, props.minor)
-    if known is None:
-        return HardwareInfo(props.name, "nvidia", cc, props.multi_processor_count,
-                            l2_bytes=getattr(props, "L2_cache_size", 0))
-    return known.with_measured(sms=props.multi_processor_count, compute_capability=cc)
+    index = torch.cuda.current_device() if index is None else int(index)
+    props = torch.cuda.get_device_properties(index)
+    extra: dict[str, Any] = {}
+    try:  # Triton's driver reads the opt-in shared memory limit and the clocks from CUDA itself
+        import triton
+
+        extra = dict(triton.runtime.driver.active.utils.get_device_properties(index))
+    except Exception:  # noqa: BLE001 - no Triton, or a backend without these: torch's alone
+        pass
+    return from_properties(
+        props.name, (props.major, props.minor), props.multi_processor_count,
+        vendor="amd" if getattr(props, "gcnArchName", "") else "nvidia",
+        arch_name=getattr(props, "gcnArchName", ""),
+        smem_per_block=extra.get("max_shared_mem") or getattr(props, "shared_memory_per_block_optin", 0),
+        smem_per_sm=getattr(props, "shared_memory_per_multiprocessor", 0),
+        regs_per_sm=getattr(props, "regs_per_multiprocessor", 0) or extra.get("max_num_regs", 0),
+        max_threads_per_sm=getattr(props, "max_threads_per_multi_processor", 0),
+        warp_size=getattr(props, "warp_size", 0) or extra.get("warpSize", 0),
+        l2_bytes=getattr(props, "L2_cache_size", 0),
+        sm_clock_khz=extra.get("sm_clock_rate") or getattr(props, "clock_rate", 0),
+        mem_clock_khz=extra.get("mem_clock_rate") or getattr(props, "memory_clock_rate", 0),
+        mem_bus_bits=extra.get("mem_bus_width") or getattr(props, "memory_bus_width", 0))
+
+
+# ----------------------------------------------------------------------------- GPUs not in the table
+# A GPU the table does not list (a newer board, a cloud variant such as the A10G, an L4) still
+# gets the limits and rough peaks the resource model, the roofline and the theories reason with:
+# limits from the device's properties, peaks from its SM count and clock and its architecture's
+# throughput per SM per clock. Without them every diagnosis on such a GPU is "unknown" and no
+# theory applies. The estimates are leads, as the table's datasheet peaks are.
+
+# dense tensor-core FLOPs per SM per clock for fp16 inputs (datacenter and workstation rate), and
+# FP32 FLOPs per SM per clock, by compute capability: tensor cores per SM x FMAs per tensor core
+# per clock x 2, and FP32 lanes x 2, from NVIDIA's architecture whitepapers (V100: 8 x 64;
+# Turing: 8 x 64; A100: 4 x 256; GA10x and Ada: 4 x 128; H100: 4 x 512; B200: 4 x 1024).
+# From SMs x the boost clock CUDA reports they give the table's datasheet peaks to within 1% on
+# most boards, 6-8% high on the B200 and H100 SXM (whose datasheets use a lower tensor clock) and
+# 16% on the power-limited H100 NVL; boards that run FP32 accumulation at half rate without being
+# GeForce (the L40) or whose tensor rate is capped (the H20) are listed in the table for that.
+_PER_SM_CLOCK: dict[tuple[int, int], tuple[int, int]] = {
+    (7, 0): (1024, 128), (7, 2): (1024, 128), (7, 5): (1024, 128),
+    (8, 0): (2048, 128), (8, 6): (1024, 256), (8, 7): (1024, 256), (8, 9): (1024, 256),
+    (9, 0): (4096, 256), (10, 0): (8192, 256), (10, 3): (8192, 256),
+    (12, 0): (1024, 256), (12, 1): (1024, 256),
+}
+# the rate of other input types relative to fp16, from the compute capability that has them
+_RELATIVE_RATE: tuple[tuple[str, tuple[int, int], float], ...] = (
+    ("bf16", (8, 0), 1.0), ("tf32", (8, 0), 0.5), ("int8", (7, 5), 2.0), ("fp8", (8, 9), 2.0),
+    ("fp4", (10, 0), 4.0),
+)
+# per-SM limits where the properties do not give them: the CUDA C++ Programming Guide's table of
+# technical specifications per compute capability (shared memory per SM and per block opt-in in
+# KiB, resident blocks and threads per SM)
+_LIMITS: dict[tuple[int, int], tuple[int, int, int, int]] = {
+    (7, 0): (96, 96, 32, 2048), (7, 5): (64, 64, 16, 1024), (8, 0): (164, 163, 32, 2048),
+    (8, 6): (100, 99, 16, 1536), (8, 7): (164, 163, 16, 1536), (8, 9): (100, 99, 24, 1536),
+    (9, 0): (228, 227, 32, 2048), (10, 0): (228, 227, 32, 2048), (12, 0): (100, 99, 32, 1536),
+}
+_FAMILY = {7: "volta", 8: "ampere", 9: "hopper", 10: "blackwell", 12: "blackwell"}
+_AMD_FAMILY = (("gfx94", "cdna3"), ("gfx95", "cdna4"), ("gfx90a", "cdna2"), ("gfx908", "cdna"),
+               ("gfx11", "rdna3"), ("gfx12", "rdna4"))
+
+
+def _nearest(table: dict[tuple[int, int], Any], cc: tuple[int, int]) -> Any:
+    """The entry for `cc`, else the one of the same major version nearest below it, else None."""
+    if cc in table:
+        return table[cc]
+    same = [k for k in table if k[0] == cc[0] and k <= cc]
+    return table[max(same)] if same else None
+
+
+def estimated_peaks(cc: tuple[int, int], sms: int, sm_clock_hz: float, *, geforce: bool = False) -> dict[str, float]:
+    """Dense peak FLOP/s per input type of an NVIDIA GPU of compute capability `cc` with `sms`
+    SMs at `sm_clock_hz`, from its architecture's rates per SM per clock; {} where either is
+    unknown. GeForce boards run fp16 inputs with FP32 accumulation (what tl.dot does) at half
+    their workstation rate from Turing on."""
+    rates = _nearest(_PER_SM_CLOCK, tuple(cc))
+    if rates is None or sms <= 0 or sm_clock_hz <= 0:
+        return {}
+    tensor, fp32 = rates
+    full = tensor * sms * sm_clock_hz
+    half = 0.5 if geforce and tuple(cc) >= (7, 5) else 1.0  # int8 accumulates in int32 at full rate
+    out = {"fp16": full * half, "fp32": fp32 * sms * sm_clock_hz}
+    for dtype, since, rel in _RELATIVE_RATE:
+        if tuple(cc) >= since:
+            out[dtype] = full * rel * (1.0 if dtype == "int8" else half)
+    return out
+
+
+def from_properties(name: str, cc: tuple[int, int], sms: int, *, vendor: str = "nvidia",
+                    arch_name: str = "", smem_per_block: int = 0, smem_per_sm: int = 0,
+                    regs_per_sm: int = 0, max_threads_per_sm: int = 0, warp_size: int = 0,
+                    l2_bytes: int = 0, sm_clock_khz: int = 0, mem_clock_khz: int = 0,
+                    mem_bus_bits: int = 0) -> HardwareInfo:
+    """A HardwareInfo from what a device reports (CUDA's attributes, as torch and Triton give
+    them). A GPU the table lists is its entry, with the SM count and compute capability the
+    device reports (a MIG slice or a cut-down board has fewer SMs). Any other keeps its driver
+    name (the store keeps it apart from every other GPU) and gets: the limits it reports, else
+    its compute capability's (`_LIMITS`); peaks estimated from its SM count and clock
+    (`estimated_peaks`); memory bandwidth from its memory clock and bus width (double data
+    rate, as CUDA reports the clock of HBM and GDDR alike); the family of its architecture."""
+    cc = (int(cc[0]), int(cc[1]))
+    known = lookup(name, strict=False)
+    if known is not None:
+        return known.with_measured(sms=sms or known.sms, compute_capability=cc)
+    limits = _nearest(_LIMITS, cc) if vendor == "nvidia" else None
+    smem_sm, smem_block, blocks, threads = ((limits[0] * KB, limits[1] * KB, limits[2], limits[3]) if limits
+                                            else (0, 0, 32, 2048))
+    if vendor == "amd":
+        family = next((f for p, f in _AMD_FAMILY if arch_name.startswith(p)), "")
+        smem_sm = smem_block = 64 * KB  # LDS per workgroup on CDNA and RDNA
+        peaks: dict[str, float] = {}
+    else:
+        family = "turing" if cc == (7, 5) else "ada" if cc == (8, 9) else _FAMILY.get(cc[0], "")
+        peaks = estimated_peaks(cc, sms, sm_clock_khz * 1e3, geforce="geforce" in name.lower())
+    return HardwareInfo(
+        name=name, vendor=vendor, compute_capability=cc, sms=int(sms),
+        smem_per_sm=int(smem_per_sm or smem_sm), smem_per_block=int(smem_per_block or smem_block),
+        regs_per_sm=int(regs_per_sm or 65536), max_threads_per_sm=int(max_threads_per_sm or threads),
+        max_blocks_per_sm=blocks, warp_size=int(warp_size or (64 if vendor == "amd" else 32)),
+        peak_flops=peaks, mem_bandwidth=mem_clock_khz * 1e3 * 2 * mem_bus_bits / 8,
+        l2_bytes=int(l2_bytes), family=family)
 
 
 # the toolchain entries that change what a compiled kernel does; the rest (date, driver,

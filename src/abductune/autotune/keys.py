@@ -242,14 +242,9 @@ def _cuda_hardware(index: int | None) -> HardwareInfo | None:
     except Exception:  # noqa: BLE001 - no usable CUDA runtime: not a CUDA machine
         return None
     if ("cuda", index) not in _HW:
-        from ..hardware import lookup
+        from ..hardware import local_hardware
 
-        props = torch.cuda.get_device_properties(index)
-        known = lookup(props.name, strict=False)
-        cc = (props.major, props.minor)
-        _HW["cuda", index] = (HardwareInfo(props.name, "nvidia", cc, props.multi_processor_count,
-                                           l2_bytes=getattr(props, "L2_cache_size", 0)) if known is None else
-                              known.with_measured(sms=props.multi_processor_count, compute_capability=cc))
+        _HW["cuda", index] = local_hardware(index)  # a GPU the table lacks: from its properties
     return _HW["cuda", index]
 
 

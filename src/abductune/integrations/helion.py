@@ -95,11 +95,9 @@ def _env_hardware(env: Any) -> Any:
     dev = getattr(env, "device", None)
     if dev is None or getattr(dev, "type", "") != "cuda":
         return None
-    import torch
+    from ..hardware import local_hardware
 
-    from ..hardware import lookup
-
-    return lookup(torch.cuda.get_device_name(dev), strict=False)
+    return local_hardware(dev.index)  # a GPU the table lacks: from its properties
 
 
 def _seed(kind: str, env: Any) -> tuple[Any, str]:

@@ -45,7 +45,7 @@ from typing import Any, Mapping, Sequence
 
 from helion.autotuner.base_search import PopulationBasedSearch
 
-from ..hardware import HardwareInfo, lookup
+from ..hardware import HardwareInfo, local_hardware
 from ..search import Budget, make_strategy
 from ..search.base import Seed
 from ..measure.ptxas_watch import watching
@@ -113,9 +113,7 @@ def device_hardware(args: Sequence[Any]) -> HardwareInfo | None:
     for a in args:
         dev = getattr(a, "device", None)
         if dev is not None and getattr(dev, "type", "") == "cuda":
-            import torch
-
-            return lookup(torch.cuda.get_device_name(dev), strict=False)
+            return local_hardware(dev.index)  # a GPU the table lacks: from its properties
     return None
 
 

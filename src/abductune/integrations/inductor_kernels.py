@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..hardware import KNOWN_GPUS, HardwareInfo, lookup
+from ..hardware import KNOWN_GPUS, HardwareInfo, from_properties, lookup
 from ..problem import Problem
 from ..space import Choice, Config, IntRange, Param, Pow2, Space
 
@@ -173,10 +173,12 @@ def hardware(device: Mapping[str, Any], name: str | None = None) -> HardwareInfo
     same = [h for h in KNOWN_GPUS.values() if h.compute_capability == cc and (h.sms == sms or not sms)]
     if same:
         return same[0].with_measured(name=label, sms=sms or same[0].sms, warp_size=warp)
-    vendor = "amd" if device.get("type") == "hip" else "nvidia"
-    return HardwareInfo(label, vendor, cc, sms, warp_size=warp,
-                        max_threads_per_sm=int(device.get("max_threads_per_multi_processor") or 2048),
-                        regs_per_sm=int(device.get("regs_per_multiprocessor") or 65536))
+    # one the table does not list: its limits from its properties and its compute capability
+    # (no clock here, so no peaks: the roofline stays unknown rather than guessed)
+    return from_properties(label, cc, sms, vendor="amd" if device.get("type") == "hip" else "nvidia",
+                           warp_size=warp,
+                           max_threads_per_sm=int(device.get("max_threads_per_multi_processor") or 0),
+                           regs_per_sm=int(device.get("regs_per_multiprocessor") or 0))
 
 
 # ----------------------------------------------------------------------------- the kernel
