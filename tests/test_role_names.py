@@ -62,3 +62,17 @@ def test_two_tiles_over_one_dim_take_no_alias():
                 Pow2("num_warps", 1, 16, default=4)], name="two_col_tiles")
     got = instantiate({"tile:R": Form("fit")}, pb, sp)
     assert (got["BLOCK_COLS"], got["TILE_COL"]) == (1024, 512)  # which would the rule mean? neither moves
+
+
+def test_b_and_one_capital_is_a_tile_of_that_dim():
+    """flash-linear-attention's BK and BV (and BT, BC): a block of the dim the letter names, so a
+    value-dim tile is read as one, not left without a role."""
+    assert infer_role("BV") == "tile:V" and infer_role("BT") == "tile:T" and infer_role("BK") == "tile:K"
+    assert infer_role("bs") is None and infer_role("Bv") is None and infer_role("B") is None
+    from abductune.problem import Problem
+
+    pb = Problem("chunk_h", "other", {"batch": 2, "tokens": 4096, "heads": 16, "K": 128, "V": 256},
+                 {"q": "bf16"})
+    sp = Space([Pow2("BK", 16, 128), Pow2("BV", 32, 64), Pow2("num_warps", 1, 16)])
+    assert tile_dim_name(sp["BV"].role, classify(pb, sp)) == "V"
+    assert tiled_dims(pb, sp)["tile:V"][:2] == ("BV", 256)

@@ -36,6 +36,10 @@ _ROLE_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     (re.compile(r"^(?:block(?:_size)?|tile(?:_size)?)_([a-z][a-z0-9]*)$", re.I),
      lambda m: f"tile:{m.group(1).upper()}"),
     (re.compile(r"^b([mnk])$", re.I), lambda m: f"tile:{m.group(1).upper()}"),
+    # BT, BV, BC, BS, BD (flash-linear-attention, Mamba, FlashAttention ports): B and one capital,
+    # a block of the dim that letter names; capitals only, so a lower-case `bs` (a batch size) is
+    # not read as a tile
+    (re.compile(r"^B([A-Z])$"), lambda m: f"tile:{m.group(1)}"),
     # ROWS_PER_PROGRAM, TOKENS_PER_BLOCK: how many of a dim one program owns is a tile of it
     (re.compile(r"^([a-z][a-z0-9]*)_per_(?:program|block|cta|pid)$", re.I), lambda m: f"tile:{m.group(1).upper()}"),
 ]
