@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 
 import torch
-from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_BMM_BMNK, FLAGGEMS_CONV2D, FLAGGEMS_NORM_MN,
+from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL, FLAGGEMS_BMM_BMNK,
+                            FLAGGEMS_CONV2D, FLAGGEMS_NORM_MN,
                             FLAGGEMS_UPSAMPLE, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
                             FLAGGEMS_RMS_N, FLAGGEMS_RMS_ROWS, FLAGGEMS_SMX_BWD_MN, FLAGGEMS_VAR_MEAN_MN,
                             GDN_SHAPES, GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS)
@@ -255,3 +256,36 @@ def flaggems_upsample() -> None:
         x = torch.randn(n, c, h, w, device="cuda", dtype=torch.bfloat16, generator=g)
         ref = torch.nn.functional.interpolate(x.float(), scale_factor=2, mode="nearest")
         _check(f"flaggems upsample_nearest2d {n}x{c}x{h}x{w}", flag_gems.upsample_nearest2d(x, [2 * h, 2 * w]), ref, 1e-2)
+
+
+def flaggems_attn() -> None:
+    """FlagGems' attention forward (`_attn_fwd`, after the Triton tutorial's fused attention:
+    BLOCK_M query rows of one head per program, an online-softmax loop over the keys in BLOCK_N,
+    PRE_LOAD_V; a `libtuner` keyed by KV_CTX and HEAD_DIM) through its public op
+    `flag_gems.scaled_dot_product_attention`, bf16, non-causal (the op's default,
+    `is_causal=False`: every config of the grown space computes the same result; with
+    `is_causal=True` a grown BLOCK_N > BLOCK_M would let the off-band loop read keys past the
+    diagonal, which record mode does not check), q heads = kv heads; checked against torch's SDPA."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    f = torch.nn.functional
+    for b, h, s, d in _pick(FLAGGEMS_ATTN):
+        q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, generator=g) for _ in range(3))
+        o = flag_gems.scaled_dot_product_attention(q, k, v)
+        _check(f"flaggems sdpa B{b} H{h} S{s} D{d}", o, f.scaled_dot_product_attention(q, k, v), 2e-2)
+
+
+def flaggems_pool() -> None:
+    """FlagGems' 2-D average pooling forward (`avg_pool2d_forward_kernel`: a BLOCK_H x BLOCK_W
+    tile of one plane's outputs per program, a loop over the kernel window's taps; keyed by the
+    output size, kernel and stride) through `flag_gems.avg_pool2d`, bf16, padding counted in
+    the divisor (the op's default)."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    f = torch.nn.functional
+    for n, c, hw, k, s, p in _pick(FLAGGEMS_AVGPOOL):
+        x = torch.randn(n, c, hw, hw, device="cuda", dtype=torch.bfloat16, generator=g)
+        _check(f"flaggems avg_pool2d N{n} C{c} {hw}x{hw} k{k} s{s} p{p}", flag_gems.avg_pool2d(x, k, s, p),
+               f.avg_pool2d(x.float(), k, s, p), 1e-2)

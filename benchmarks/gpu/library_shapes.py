@@ -40,3 +40,15 @@ FLAGGEMS_NORM_MN = ((4096, 4096), (16384, 2048), (2048, 14336), (1024, 32768))
 FLAGGEMS_BMM_BMNK = ((32, 512, 512, 128), (16, 1024, 1024, 1024), (8, 2048, 4096, 128), (64, 256, 128, 2048))
 # FlagGems' nearest-neighbour upsampling by 2, bf16: (batch, channels, input height, input width)
 FLAGGEMS_UPSAMPLE = ((32, 64, 56, 56), (8, 128, 128, 128), (16, 256, 32, 32))
+# FlagGems' attention forward (`_attn_fwd` through flag_gems.scaled_dot_product_attention), bf16,
+# non-causal (the op's default; its STAGE constexpr, causal or not, is not in the key):
+# (batch, heads, sequence, head dim), q heads = kv heads. The key carries KV_CTX and HEAD_DIM
+# only, so each shape differs in those; batch and heads come from here. No batch is 1 or a
+# multiple of 16 and every head count is, so the hd-128 shapes share one Triton specialisation
+# (their compiles are cached after the first)
+FLAGGEMS_ATTN = ((4, 32, 2048, 128), (8, 16, 1024, 64), (2, 16, 8192, 128), (8, 32, 1024, 128))
+# FlagGems' 2-D average pooling forward, bf16, count_include_pad (the op's default):
+# (batch, channels, height = width, kernel = kernel height = kernel width, stride, padding). The key
+# carries the output size, kernel and stride, not batch or channels. A ResNet-stem-like 3x3/2 pool
+# on 112 x 112, a DenseNet transition's 2x2/2 pool, and an Inception branch's 3x3/1 pool on 35 x 35
+FLAGGEMS_AVGPOOL = ((32, 64, 112, 3, 2, 1), (64, 128, 56, 2, 2, 0), (32, 256, 35, 3, 1, 1))
