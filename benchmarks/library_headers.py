@@ -22,6 +22,7 @@ from abductune.datasets.format import read_dataset, write_dataset  # noqa: E402
 from abductune.measurement import Measurement  # noqa: E402
 from library_shapes import DYT_ROWS as ROWS  # noqa: E402
 from library_shapes import FLAGGEMS_BMM_BMNK, FLAGGEMS_RMS_ROWS, GLA_CHUNK, GLA_SHAPES  # noqa: E402
+from library_shapes import FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL  # noqa: E402
 from library_shapes import GDN_CHUNK, GDN_SHAPES  # noqa: E402
 from library_shapes import MOE_LAYERS as _MOE_CALLS  # noqa: E402
 
@@ -205,6 +206,52 @@ def _fg_conv(p):
                                            flops=2.0 * m * n * k, min_bytes=2.0 * (inp + n * k + m * n))
 
 
+# flaggems_attn's shapes keyed by (KV_CTX, HEAD_DIM) as the key is: (batch, heads, sequence)
+ATTN = {(sq, d): (b, h, sq) for b, h, sq, d in FLAGGEMS_ATTN}
+
+
+def _fg_attn(p):
+    # non-causal attention (the op's default; the key does not say, so the header does): Q K^T and
+    # P V, 2 FLOPs a multiply-add each over every (query, key) pair; q, k, v read and o written once
+    # (bf16), and the fp32 log-sum-exp per query row (M) written
+    kv, d = p.dims["KV_CTX"], p.dims["HEAD_DIM"]
+    b, h, sq = ATTN[(kv, d)]
+    return "flaggems_attn_fwd_bf16", replace(p, kernel_class="attention",
+                                             dims={"batch": b, "heads": h, "seq": sq, "head_dim": d},
+                                             flops=4.0 * b * h * sq * kv * d,
+                                             min_bytes=2.0 * b * h * d * (2 * sq + 2 * kv) + 4.0 * b * h * sq)
+
+
+def _pool_out(size: int, k: int, s: int, pad: int) -> int:
+    return (size + 2 * pad - k) // s + 1
+
+
+# flaggems_pool's shapes keyed as the key is (out_h, out_w, kernel_h, kernel_w, stride_h, stride_w):
+# (batch, channels, input height = width, padding)
+POOL = {(_pool_out(hw, k, s, pad), _pool_out(hw, k, s, pad), k, k, s, s): (n, c, hw, pad)
+        for n, c, hw, k, s, pad in FLAGGEMS_AVGPOOL}
+
+
+def _fg_pool(p):
+    # a k x k window per output: k*k adds (the divide not counted); each input read once and each
+    # output written once (bf16), however many windows share an input. abductune files it under
+    # `other` (its own inference: a 2-D windowed reduction, no class fits); batch and channels
+    # (the grid's first axis) come from the call, the padding is stated in meta.call
+    d = p.dims
+    n, c, hw, pad = POOL[tuple(d[k] for k in ("out_h", "out_w", "kernel_h", "kernel_w", "stride_h", "stride_w"))]
+    k, s, out = d["kernel_h"], d["stride_h"], n * c * d["out_h"] * d["out_w"]
+    return "flaggems_avg_pool2d_bf16", replace(p, kernel_class="other", dims={
+        "batch": n, "channels": c, "in_h": hw, "in_w": hw, "out_h": d["out_h"], "out_w": d["out_w"],
+        "kernel": k, "stride": s}, flops=float(out * k * k), min_bytes=2.0 * (n * c * hw * hw + out))
+
+
+# what the call passed that neither the key nor the dims say (kernel -> problem dims -> meta.call)
+CALLS = {"_attn_fwd": lambda dims: {"is_causal": False, "attn_mask": None, "kv_heads": dims["heads"]},
+         "avg_pool2d_forward_kernel": lambda dims: {
+             "padding": POOL[(dims["out_h"], dims["out_w"], dims["kernel"], dims["kernel"], dims["stride"],
+                              dims["stride"])][3], "count_include_pad": True, "ceil_mode": False}}
+
+
 CONV_ROLES = {"BLOCK_NI_HO_WO": "tile:M", "BLOCK_CO": "tile:N", "BLOCK_CI": "tile:K"}
 ROLES = {"conv2d_forward_kernel": CONV_ROLES}  # kernel -> {parameter: role} restated in the header
 
@@ -221,7 +268,8 @@ KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "chunk_gated_delta_rule_fwd_kkt_solve_kernel": lambda p: _gdn(p, "kkt"),
            "recompute_w_u_fwd_kernel": lambda p: _gdn(p, "wy"),
            "chunk_gated_delta_rule_fwd_kernel_h_blockdim64": lambda p: _gdn(p, "h"),
-           "chunk_fwd_kernel_o": lambda p: _gdn(p, "o")}
+           "chunk_fwd_kernel_o": lambda p: _gdn(p, "o"),
+           "_attn_fwd": _fg_attn, "avg_pool2d_forward_kernel": _fg_pool}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
 RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul"),
@@ -239,6 +287,8 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "bmm_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.bmm"),
             "upsample_nearest2d_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.upsample_nearest2d"),
             "conv2d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.conv2d"),
+            "_attn_fwd": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.scaled_dot_product_attention"),
+            "avg_pool2d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.avg_pool2d"),
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gated_delta_rule.chunk_gated_delta_rule")
                for k in ("chunk_gated_delta_rule_fwd_kkt_solve_kernel", "recompute_w_u_fwd_kernel",
                          "chunk_gated_delta_rule_fwd_kernel_h_blockdim64", "chunk_fwd_kernel_o")}}
@@ -275,6 +325,8 @@ def main() -> None:
             space = {**ds.space_dict, "params": [{**q, "role": roles.get(q["name"], q["role"])}
                                                  for q in ds.space_dict["params"]]}
             meta = {**ds.meta, "origin": origin, "header_completed": "benchmarks/library_headers.py"}
+            if d.name in CALLS:
+                meta["call"] = CALLS[d.name](problem.dims)
             records = list(ds.records)
             missing = _unlaunched(ds) if not ds.restricted_to_records else []
             if missing:
