@@ -160,7 +160,8 @@ def main() -> None:
         held = Holdout(pb, args.holdout)
         fixed = (ds.meta.get("fixed_configs") or [None])[0]
         # the kernel's own config, served where the learned sources would extrapolate on its space
-        p = predict(pb, space, book=book, exclude=held, default=ds.meta.get("default_config") or fixed)
+        p = predict(pb, space, book=book, exclude=held, default=ds.meta.get("default_config") or fixed,
+                    listed=ds.meta.get("fixed_configs") or ())
         near = nearest(pb, [x for x in obs if x.problem.kernel == pb.kernel and x is not o])
         near_cfg = near.ranked(1)[0] if near else None
         rep = seed_configs(pb, space, pb.hardware, exclude=held)

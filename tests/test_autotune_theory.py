@@ -84,3 +84,32 @@ def test_a_missed_key_is_seeded_with_the_best_rule_and_the_runner_up_like_tune()
         assert [p.config for p in got] == [p.config for p in ranked[:THEORY_SEEDS]] and got
         assert theory_prediction(prob, space).config == got[0].config
         assert len({tuple(sorted(p.config.items())) for p in got}) == len(got)  # distinct bets
+
+
+def test_a_missed_key_never_serves_a_first_config_this_gpu_cannot_launch(tmp_path):
+    """A list written for another GPU may open with a config this one cannot launch: the
+    fallback bet is the first listed config the resource model lets launch."""
+    import triton
+    import triton.language as tl
+
+    from abductune.autotune import Autotuner
+    from abductune.heuristics.observed import Database
+    from abductune.store import Context, Store
+    from abductune.theory import resources
+
+    @triton.jit
+    def mm_kernel(a, b, M, N, K, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                  BLOCK_SIZE_K: tl.constexpr):
+        pass
+
+    big = {"BLOCK_SIZE_M": 256, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128}  # 5 stages: 640 KB of bf16 tiles
+    small = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64}
+    configs = [triton.Config(big, num_warps=8, num_stages=5), triton.Config(small, num_warps=4, num_stages=3)]
+    k = Autotuner(mm_kernel, ["a", "b", "M", "N", "K"], configs, ["M", "N", "K"], budget=8, database=Database(),
+                  on_miss="predict", kernel_class="fused_moe", store=str(tmp_path / "s.sqlite"))
+    problem = Problem("mm_kernel", "fused_moe", {"M": 64, "N": 1024, "K": 512}, {"a": "bf16", "b": "bf16"},
+                      hardware=lookup("H100-SXM"))
+    assert resources.infeasible(problem, k.space, k._list[0]) is not None
+    with Store(tmp_path / "s.sqlite") as store:
+        first = k._predict(store, Context.of(problem, k.space), k._list, problem)
+    assert first.source == "predicted" and first.config["BLOCK_SIZE_M"] == 64 and first.config["num_stages"] == 3

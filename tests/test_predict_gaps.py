@@ -9,6 +9,7 @@ import pytest
 
 from abductune.problem import Problem
 from abductune.space import Choice, Pow2, Space
+from abductune.theory import resources
 from abductune.theory.store import gaps, predict, predictions
 from abductune.theory.store.predict import DefaultPrediction, zero_shot
 
@@ -123,3 +124,22 @@ def test_the_zoo_spaces_the_sources_were_built_on_have_no_class_gap(kernel):
 
     ds = read_dataset(zoo_datasets(kernel)[0])
     assert gaps.space_gap(ds.problem, ds.space()) is None
+
+
+def test_a_default_that_cannot_launch_here_gives_way_to_the_first_listed_one_that_can():
+    """A list written for another GPU (FlagGems' attention list starts with a 288 KB pipeline,
+    over the H100's 227 KB): where the kernel's own config is served, one the resource model
+    says cannot launch is replaced by the first listed config it lets launch, else by the same
+    config with fewer stages (`resources.fit`), and the reason is said."""
+    p, sp = matmul(4096, 2048, 1408), no_m_tile()
+    # B tile 128 x 256 bf16 over 4 stages (with the smallest M a dot takes): 272 KB, over 227 KB
+    big = {"BLOCK_N": 256, "BLOCK_K": 128, "num_warps": 8, "num_stages": 4}
+    fits = {"BLOCK_N": 128, "BLOCK_K": 64, "num_warps": 4, "num_stages": 3}
+    assert resources.infeasible(p, sp, big) and resources.infeasible(p, sp, fits) is None
+    got = predict(p, sp, default=big, listed=[big, {**big, "num_stages": 5}, fits])
+    assert got.config == fits and "first listed config that can launch" in got.describe()
+    alone = predict(p, sp, default=big)
+    assert alone.config["num_stages"] < 4 and resources.infeasible(p, sp, alone.config) is None
+    assert {k: v for k, v in alone.config.items() if k != "num_stages"} == \
+        {k: v for k, v in big.items() if k != "num_stages"}  # the least move: stages only
+    assert predict(p, sp, default=fits, listed=[big]).config == fits  # one that launches is kept

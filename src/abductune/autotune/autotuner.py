@@ -428,7 +428,7 @@ class Autotuner(TritonAutotuner):
         nearest shape of this kernel (same space, device, toolchain, dtypes, bucket group),
         else the theory store's zero-shot prediction for the kernel's class and regime, else
         the observed database's config (harvested bests, imported vLLM tables), else the
-        first config of the list."""
+        first config of the list the resource model lets launch (`runnable_default`)."""
         near = store.best_nearby(ctx)
         if near is not None and self.space.is_valid(near.config):
             log.info("%s: serving %s from the nearest stored shape %s while tuning", self.name, near.config,
@@ -445,6 +445,12 @@ class Autotuner(TritonAutotuner):
                      seen.describe())
             return self._choice(dict(seen.config), "predicted")
         first = seeds[0] if seeds else self.space.default()
+        if problem is not None:  # a list written for another GPU may start with a config this one cannot launch
+            from ..theory.store.predict import runnable_default
+
+            first, moved = runnable_default(problem, self.space, dict(first), seeds)
+            for line in moved:
+                log.info("%s: %s", self.name, line)
         return self._choice(first, "predicted")
 
     def _tune_in_background(self, key: tuple, args: tuple, kwargs: dict, *rest: Any) -> None:

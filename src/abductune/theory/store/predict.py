@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import Any, Sequence
 
 from ...classify import Classification, classify
 from ...errors import AbductuneError
@@ -83,21 +83,23 @@ class UntrustedPrediction(DefaultPrediction):
 
 def predict(problem: Problem, space: Space, *, book: TheoryBook | None = None,
             exclude: "Problem | Holdout | None" = None, ranker: bool = True,
-            default: Config | None = None) -> Prediction | None:
+            default: Config | None = None, listed: Sequence[Config] = ()) -> Prediction | None:
     """Zero-shot config for (problem, space), from the source `zero_shot` puts first. With
     `exclude` (a replay of a recorded problem), rules learned from it are re-learned without it
     from the bundled data when that is where they came from, and the ranker is refitted without
     it, so no prediction is scored with its own answer. `ranker=False`: the theory's alone.
     `default`: the kernel's own config (a decorator's first, a dataset's recorded default),
     served where the learned sources would extrapolate on the space or have not earned trust
-    on its class (`zero_shot`)."""
-    got = zero_shot(problem, space, book=book, exclude=exclude, ranker=ranker, default=default)
+    on its class (`zero_shot`). `listed`: the kernel's own list in order (a decorator's configs, a
+    dataset's), from which a runnable config stands in for a default the resource model says
+    cannot launch on this GPU (`runnable_default`)."""
+    got = zero_shot(problem, space, book=book, exclude=exclude, ranker=ranker, default=default, listed=listed)
     return got[0] if got else None
 
 
 def zero_shot(problem: Problem, space: Space, *, book: TheoryBook | None = None,
               exclude: "Problem | Holdout | None" = None, ranker: bool = True,
-              default: Config | None = None) -> list[Prediction]:
+              default: Config | None = None, listed: Sequence[Config] = ()) -> list[Prediction]:
     """What `predict` chooses from, best first (a compile check takes the first that passes).
 
     The learned sources in the class's order (`chain`: for `RANKER_CLASSES` the ranker's first
@@ -119,10 +121,11 @@ def zero_shot(problem: Problem, space: Space, *, book: TheoryBook | None = None,
     c = classify(problem, space)
     gap = gaps.space_gap(problem, space, c)
     if gap is not None:
-        return _kernel_default(problem, space, default, (gap,))
+        return _kernel_default(problem, space, default, (gap,), listed=listed)
     picked = choice.order_for(c.kernel_class, holdouts(exclude), chain(c.kernel_class)) if ranker else None
     if picked is None:
-        return fixed_order(problem, space, c, book=book, exclude=exclude, ranker=ranker, default=default)
+        return fixed_order(problem, space, c, book=book, exclude=exclude, ranker=ranker, default=default,
+                           listed=listed)
     out: list[Prediction] = []
     passed: list[str] = []
     for src in picked.sources:  # the first that answers serves; the rest stay for a compile check
@@ -131,9 +134,11 @@ def zero_shot(problem: Problem, space: Space, *, book: TheoryBook | None = None,
         passed += why
     if out:
         return out
-    served = _kernel_default(problem, space, default, (*dict.fromkeys(passed), picked.note()), trusted=False)
+    served = _kernel_default(problem, space, default, (*dict.fromkeys(passed), picked.note()), trusted=False,
+                             listed=listed)
     # no default to serve: rather the learned answers than nothing
-    return served or fixed_order(problem, space, c, book=book, exclude=exclude, ranker=ranker, default=default)
+    return served or fixed_order(problem, space, c, book=book, exclude=exclude, ranker=ranker, default=default,
+                                 listed=listed)
 
 
 def chain(kernel_class: str) -> tuple[str, ...]:
@@ -165,7 +170,8 @@ def source_answers(source: str, problem: Problem, space: Space, c: Classificatio
 
 
 def fixed_order(problem: Problem, space: Space, c: Classification, *, book: TheoryBook | None = None,
-                exclude: Any = None, ranker: bool = True, default: Config | None = None) -> list[Prediction]:
+                exclude: Any = None, ranker: bool = True, default: Config | None = None,
+                listed: Sequence[Config] = ()) -> list[Prediction]:
     """Session 16's order, for classes the evidence does not know and for `ranker=False`: for
     `RANKER_CLASSES` the ranker's first `FALLBACK_SEEDS` configs, then the theory's; for other
     classes the theory's, and where it is empty the ranker's (never the pooled model alone,
@@ -177,19 +183,42 @@ def fixed_order(problem: Problem, space: Space, c: Classification, *, book: Theo
     if lead or theory:
         return lead + theory
     if passed:
-        return _kernel_default(problem, space, default, tuple(passed))
+        return _kernel_default(problem, space, default, tuple(passed), listed=listed)
     said = ("no theory rule or next source has a config for this problem",)
     return _ranked(problem, space, exclude, cls, said=said) if ranker else []
 
 
 def _kernel_default(problem: Problem, space: Space, default: Config | None,
-                    why: tuple[str, ...], trusted: bool = True) -> list[Prediction]:
+                    why: tuple[str, ...], trusted: bool = True, listed: Sequence[Config] = ()) -> list[Prediction]:
     cfg = dict(default) if default is not None and space.is_valid(default) else space.declared_default()
     if cfg is None:
         log.info("no prediction for %s: %s; no default config to serve instead", problem.kernel, "; ".join(why))
         return []
+    cfg, moved = runnable_default(problem, space, cfg, listed)
     cls = DefaultPrediction if trusted else UntrustedPrediction
-    return [cls(cfg, None, "-", 0.0, False, why, source="default")]  # type: ignore[arg-type]
+    return [cls(cfg, None, "-", 0.0, False, (*why, *moved), source="default")]  # type: ignore[arg-type]
+
+
+def runnable_default(problem: Problem, space: Space, cfg: Config,
+                     listed: Sequence[Config] = ()) -> tuple[Config, tuple[str, ...]]:
+    """The kernel's own config, or where the resource model says it cannot launch on this GPU
+    (a list written for another GPU: FlagGems' attention list starts with a 288 KB pipeline, over
+    the H100's 227 KB), the first config of the kernel's own list it lets launch (what Triton's
+    autotuner ends up running: it skips what fails), else the config moved the least way into
+    what it accepts (`resources.fit`); with what was done, said. Unchanged where the model sees
+    no reason or knows nothing better."""
+    from .. import resources
+
+    bad = resources.infeasible(problem, space, cfg)
+    if bad is None:
+        return cfg, ()
+    for c in listed:
+        if space.is_valid(c) and resources.infeasible(problem, space, c) is None:
+            return dict(c), (f"the kernel's first config {bad}: served its first listed config that can launch",)
+    fitted, changes = resources.fit(problem, space, cfg)
+    if fitted is not None and resources.infeasible(problem, space, fitted) is None:
+        return fitted, (f"the kernel's first config {bad}: served it with {', '.join(changes)}",)
+    return cfg, (f"the kernel's first config {bad}, and no listed or nearby config is known to launch",)
 
 
 def _ranked(problem: Problem, space: Space, exclude: Any, cls: str, *, said: tuple[str, ...] = (),
