@@ -290,3 +290,22 @@ def test_once_the_theories_earn_trust_the_share_lasts_only_while_exploring_wins(
     eng.sides = {"local": [4, 5], "explore": [1, 6]}  # out-won: 3 x (2/8) / (2/8 + 5/7) rounds down to none
     assert eng._global_slots(3) == 0
 
+
+
+def test_a_cold_start_does_not_spend_its_first_test_on_a_default_the_model_says_cannot_launch():
+    """FlagGems' attention list (recorded in the zoo) opens with a 288 KB pipeline, over the
+    H100's 227 KB: with no seed, the cold start measures the same config with the least move
+    into what the resource model accepts, not the default that fails."""
+    from abductune.datasets.format import read_dataset
+    from abductune.datasets.zoo import zoo_kernels
+    from abductune.theory import resources
+
+    ds = read_dataset(zoo_kernels()["flaggems_attn_fwd_bf16"][0])
+    space, pb = ds.space(), ds.problem
+    assert resources.infeasible(pb, space, space.default()) is not None
+    res = run(make_strategy("abduction", seed=0), ReplayEvaluator(ds, seed=0), Budget(4))
+    first = res.history[0]
+    assert first.ok and resources.infeasible(pb, space, first.config) is None
+    assert {k: v for k, v in first.config.items() if k != "num_stages"} == \
+        {k: v for k, v in space.default().items() if k != "num_stages"}  # stages only
+    assert not [m for m in res.history if getattr(m.status, "value", m.status) == "resource_error"]

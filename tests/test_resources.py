@@ -287,3 +287,28 @@ def test_off_the_warpgroup_mma_one_pipeline_copy_fewer():
     big = cfg(128, 256, 64, 4, 5)
     assert "shared memory" in resources.infeasible(p, sp, big)
     assert resources.infeasible(p, sp, {**big, "num_warps": 2}) is None
+
+
+def test_a_dot_needs_its_reduction_dim_whole_enough_to_compile():
+    """Triton's tl.dot on NVIDIA takes K >= 16 for 16-bit inputs, 32 for 8-bit (its backend's
+    `min_dot_size`): a product's K tile below it, or attention's key tile (the K of P.V), cannot
+    compile, whatever the kernel calls them; M and N may be small."""
+    sp = Space([Pow2("BM", 16, 128), Pow2("BN", 16, 128), Pow2("BK", 8, 128),
+                Choice("num_warps", [4]), Choice("num_stages", [2])])
+    half = _problem()
+    assert "does not compile" in resources.infeasible(half, sp, {"BM": 16, "BN": 16, "BK": 8, "num_warps": 4,
+                                                                 "num_stages": 2})
+    assert resources.infeasible(half, sp, {"BM": 16, "BN": 16, "BK": 16, "num_warps": 4, "num_stages": 2}) is None
+    fp8 = _problem({"a": "fp8", "b": "fp8", "c": "bf16"})
+    assert resources.infeasible(fp8, sp, {"BM": 64, "BN": 64, "BK": 16, "num_warps": 4, "num_stages": 2})
+    assert resources.infeasible(fp8, sp, {"BM": 64, "BN": 64, "BK": 32, "num_warps": 4, "num_stages": 2}) is None
+    # a weight-only int4 product dequantises to the activations' type: 16 is enough
+    w4 = _problem({"a": "bf16", "b": "int4", "c": "bf16"})
+    assert resources.infeasible(w4, sp, {"BM": 64, "BN": 64, "BK": 16, "num_warps": 4, "num_stages": 2}) is None
+    attn_sp = Space([Pow2("BLOCK_M", 16, 128), Pow2("BLOCK_N", 8, 128), Choice("num_warps", [4, 8]),
+                     Choice("num_stages", [1, 2])])
+    attn = Problem("attn", "attention", {"batch": 2, "heads": 16, "seq": 2048, "head_dim": 64},
+                   {"q": "bf16", "k": "bf16", "v": "bf16", "o": "bf16"}, hardware=H100)
+    assert "key tile" in resources.infeasible(attn, attn_sp, {"BLOCK_M": 64, "BLOCK_N": 8, "num_warps": 4,
+                                                              "num_stages": 2})
+    assert resources.infeasible(attn, attn_sp, {"BLOCK_M": 64, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2}) is None

@@ -446,7 +446,7 @@ class Autotuner(TritonAutotuner):
             return self._choice(dict(seen.config), "predicted")
         first = seeds[0] if seeds else self.space.default()
         if problem is not None:  # a list written for another GPU may start with a config this one cannot launch
-            from ..theory.store.predict import runnable_default
+            from ..theory.resources import runnable_default
 
             first, moved = runnable_default(problem, self.space, dict(first), seeds)
             for line in moved:

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .. import kernel_facts
 from ..classify import classify
@@ -75,6 +75,11 @@ ACC_MAX = 128
 # the smallest M a Triton tl.dot takes (its documented minimum tile side), for a kernel whose
 # space has no M tile
 MIN_DOT_M = 16
+# bytes of reduction dim Triton's tl.dot takes at least on NVIDIA GPUs: K >= 16 for 16-bit inputs,
+# 32 for 8-bit, 8 for 32-bit (`min_dot_size` of Triton's NVIDIA backend, 3.x; M and N pad down to
+# 1): a K tile below it does not compile. Every recorded product and attention kernel agrees
+# (FlagGems' attention: all 640 key tiles of 8 failed to compile, all of 16 compiled)
+MIN_DOT_K_BYTES = 32
 # pipeline depth `fit` keeps while it can shrink the K tile instead
 STAGES_KEPT = 3
 # NVIDIA's limits (CUDA programming guide, compute capability 3.x and later): registers one
@@ -198,6 +203,9 @@ def infeasible(problem: Problem, space: Space, config: Mapping[str, Any]) -> str
     hw = problem.hardware
     if hw is None:
         return None
+    short = _dot_k_short(problem, space, config) if hw.vendor == "nvidia" else None
+    if short is not None:
+        return short
     fp = footprint(problem, space, config)
     limit = hw.smem_per_block
     if fp.smem_bytes is not None and limit and fp.smem_bytes > limit:
@@ -208,6 +216,24 @@ def infeasible(problem: Problem, space: Space, config: Mapping[str, Any]) -> str
     if fp.mma_regs is not None and fp.reg_cap is not None and fp.mma_regs >= fp.reg_cap:
         return (f"one warpgroup MMA keeps about {fp.mma_regs:g} registers per thread resident, as many as "
                 f"the {fp.reg_cap} a thread of {fp.threads} can have: ptxas cannot compile it")
+    return None
+
+
+def _dot_k_short(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | None:
+    """Why the config's dot has a reduction dim Triton will not compile (`MIN_DOT_K_BYTES`), or
+    None: a product's K tile (in the wider operand's type: a dequantised operand is at least as
+    wide as the other), attention's key tile (the K of P.V, in the value's type)."""
+    bm, bn, bk = (_value(space, config, r) for r in ("tile:M", "tile:N", "tile:K"))
+    if bn and bk:
+        sa, sb, _ = operand_bytes(problem.dtypes)
+        k, size, what = bk, max(sa, sb), "K tile"
+    elif bm and bn and not bk and classify(problem, space).kernel_class == "attention":
+        k, size, what = bn, _qkv_bytes(problem)[2], "key tile (the K of P.V)"
+    else:
+        return None
+    least = MIN_DOT_K_BYTES / size if size else 0
+    if k < least:
+        return f"has a {what} of {k}, below the {least:g} a tl.dot of {size:g}-byte inputs takes: it does not compile"
     return None
 
 
@@ -296,3 +322,23 @@ def fit(problem: Problem, space: Space, config: Mapping[str, Any]) -> tuple[Conf
         if not moved:
             break
     return (cfg, changes) if trouble(problem, space, cfg) is None else (None, changes)
+
+
+def runnable_default(problem: Problem, space: Space, cfg: Config,
+                     listed: Sequence[Config] = ()) -> tuple[Config, tuple[str, ...]]:
+    """The kernel's own config, or where the resource model says it cannot launch on this GPU
+    (a list written for another GPU: FlagGems' attention list starts with a 288 KB pipeline, over
+    the H100's 227 KB), the first config of the kernel's own list it lets launch (what Triton's
+    autotuner ends up running: it skips what fails), else the config moved the least way into
+    what it accepts (`fit`); with what was done, said. Unchanged where the model sees
+    no reason or knows nothing better."""
+    bad = infeasible(problem, space, cfg)
+    if bad is None:
+        return cfg, ()
+    for c in listed:
+        if space.is_valid(c) and infeasible(problem, space, c) is None:
+            return dict(c), (f"the kernel's first config {bad}: served its first listed config that can launch",)
+    fitted, changes = fit(problem, space, cfg)
+    if fitted is not None and infeasible(problem, space, fitted) is None:
+        return fitted, (f"the kernel's first config {bad}: served it with {', '.join(changes)}",)
+    return cfg, (f"the kernel's first config {bad}, and no listed or nearby config is known to launch",)

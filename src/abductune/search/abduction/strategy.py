@@ -10,6 +10,7 @@ import numpy as np
 
 from ...measurement import Measurement
 from ...space import Config
+from ...theory import resources
 from ...theory.diagnose import Diagnosis, diagnose
 from ...theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger
 from .. import options as opt
@@ -158,7 +159,7 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         if self.generic:
             yield from self._startup()
         elif self.inc is None:  # no seed ran: start from the default
-            start = [_Test(START, self.space.default(), 0.0, "the space default")] \
+            start = [_Test(START, *self._start_default())] \
                 + [_Test(START, c, 0.0, ("cold start: the ranker's next config (learned on other kernels)"
                                          if ranked else "cold start: a space-filling draw")
                          + " (no seed ran on a kernel no theory was confirmed on)") for c, ranked in self._cold_draws()]
@@ -187,6 +188,17 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
             self._log_tests(tests, ms)
             self._note(ms)
             yield from self._judge(tests)
+
+    def _start_default(self) -> tuple[Config, float, str]:
+        """The cold start's first config: the space default, or where the resource model says
+        it cannot launch here (a list written for another GPU opens with it), the least move
+        into what it accepts (`resources.runnable_default`): a measurement is not spent on a
+        failure the model foresees."""
+        cfg = self.space.default()
+        if self.ctx.problem is None or self._runnable(cfg):
+            return cfg, 0.0, "the space default"
+        moved, why = resources.runnable_default(self.ctx.problem, self.space, cfg)
+        return moved, 0.0, "; ".join(("the space default, moved to launch", *why))
 
     def _can_explain(self) -> bool:
         """Whether a diagnosis of this problem can say more than the time: tried on a

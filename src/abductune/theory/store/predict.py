@@ -17,6 +17,7 @@ from ...classify import Classification, classify
 from ...errors import AbductuneError
 from ...problem import Holdout, Problem, holdouts
 from ...space import Config, Space
+from .. import resources
 from . import gaps
 from .book import TheoryBook, declined_line, packaged_book
 from .learn import learn, shape_id
@@ -194,31 +195,9 @@ def _kernel_default(problem: Problem, space: Space, default: Config | None,
     if cfg is None:
         log.info("no prediction for %s: %s; no default config to serve instead", problem.kernel, "; ".join(why))
         return []
-    cfg, moved = runnable_default(problem, space, cfg, listed)
+    cfg, moved = resources.runnable_default(problem, space, cfg, listed)
     cls = DefaultPrediction if trusted else UntrustedPrediction
     return [cls(cfg, None, "-", 0.0, False, (*why, *moved), source="default")]  # type: ignore[arg-type]
-
-
-def runnable_default(problem: Problem, space: Space, cfg: Config,
-                     listed: Sequence[Config] = ()) -> tuple[Config, tuple[str, ...]]:
-    """The kernel's own config, or where the resource model says it cannot launch on this GPU
-    (a list written for another GPU: FlagGems' attention list starts with a 288 KB pipeline, over
-    the H100's 227 KB), the first config of the kernel's own list it lets launch (what Triton's
-    autotuner ends up running: it skips what fails), else the config moved the least way into
-    what it accepts (`resources.fit`); with what was done, said. Unchanged where the model sees
-    no reason or knows nothing better."""
-    from .. import resources
-
-    bad = resources.infeasible(problem, space, cfg)
-    if bad is None:
-        return cfg, ()
-    for c in listed:
-        if space.is_valid(c) and resources.infeasible(problem, space, c) is None:
-            return dict(c), (f"the kernel's first config {bad}: served its first listed config that can launch",)
-    fitted, changes = resources.fit(problem, space, cfg)
-    if fitted is not None and resources.infeasible(problem, space, fitted) is None:
-        return fitted, (f"the kernel's first config {bad}: served it with {', '.join(changes)}",)
-    return cfg, (f"the kernel's first config {bad}, and no listed or nearby config is known to launch",)
 
 
 def _ranked(problem: Problem, space: Space, exclude: Any, cls: str, *, said: tuple[str, ...] = (),
