@@ -105,13 +105,15 @@ def test_diagnosis_and_the_resource_model_work_on_an_unlisted_board():
 
 def test_local_hardware_reads_an_unlisted_device(monkeypatch):
     props = types.SimpleNamespace(
-        name="NVIDIA Future GPU", major=9, minor=0, multi_processor_count=100, gcnArchName="",
+        name="NVIDIA Future GPU", major=9, minor=0, multi_processor_count=100,
+        gcnArchName="NVIDIA Future GPU",  # torch on CUDA fills it too (seen on the H100 with torch 2.11)
         shared_memory_per_block_optin=200_000, shared_memory_per_multiprocessor=210_000,
         regs_per_multiprocessor=65536, max_threads_per_multi_processor=2048, warp_size=32,
         L2_cache_size=40 << 20, clock_rate=1_500_000, memory_clock_rate=2_000_000, memory_bus_width=4096)
     cuda = types.SimpleNamespace(is_available=lambda: True, current_device=lambda: 0,
                                  get_device_properties=lambda i: props)
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda, version=types.SimpleNamespace(
+        cuda="13.0", hip=None)))
     monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace())  # no driver: torch's alone
     h = hardware.local_hardware()
     assert h.name == "NVIDIA Future GPU" and h.sms == 100 and h.smem_per_block == 200_000

@@ -399,8 +399,9 @@ def local_hardware(index: int | None = None) -> HardwareInfo:
         pass
     return from_properties(
         props.name, (props.major, props.minor), props.multi_processor_count,
-        vendor="amd" if getattr(props, "gcnArchName", "") else "nvidia",
-        arch_name=getattr(props, "gcnArchName", ""),
+        # torch on CUDA fills gcnArchName too: ROCm is told by the build, not by that field
+        vendor="amd" if getattr(torch.version, "hip", None) else "nvidia",
+        arch_name=getattr(props, "gcnArchName", "") if getattr(torch.version, "hip", None) else "",
         smem_per_block=extra.get("max_shared_mem") or getattr(props, "shared_memory_per_block_optin", 0),
         smem_per_sm=getattr(props, "shared_memory_per_multiprocessor", 0),
         regs_per_sm=getattr(props, "regs_per_multiprocessor", 0) or extra.get("max_num_regs", 0),
