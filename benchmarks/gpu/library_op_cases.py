@@ -189,6 +189,26 @@ def flaggems_layer_norm(device: str) -> Case:
     return Case(lambda: flag_gems.layer_norm(x, [8192], w, b, 1e-5)[0], ref, 2e-2)
 
 
+def flaggems_sdpa(device: str) -> Case:
+    """FlagGems' attention forward (`_attn_fwd` under its LibTuner), non-causal; its list opens
+    with a config over the H100's shared memory (session 23)."""
+    import flag_gems
+    import torch
+
+    q, k, v = (_randn(4, 32, 2048, 128, device=device) for _ in range(3))
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v).float()
+    return Case(lambda: flag_gems.scaled_dot_product_attention(q, k, v), ref, 2e-2)
+
+
+def flaggems_avg_pool2d(device: str) -> Case:
+    import flag_gems
+    import torch
+
+    x = _randn(32, 64, 112, 112, device=device)
+    ref = torch.nn.functional.avg_pool2d(x.float(), 3, 2, 1)
+    return Case(lambda: flag_gems.avg_pool2d(x, 3, 2, 1), ref, 1e-2)
+
+
 def flaggems_cross_entropy(device: str) -> Case:
     import flag_gems
     import torch
@@ -352,6 +372,10 @@ OPS = {o.name: o for o in [
        "4096 tokens, E=60, H=2048, I=1408, top-4", (90, 40, 60), liger_moe),
     Op("flaggems_mm", "flaggems", "mm_kernel_general_host_tma (LibTuner, 162 on an H100)", "4096^3 bf16",
        (240, 60, 60), flaggems_mm, default=False),
+    Op("flaggems_sdpa", "flaggems", "_attn_fwd (FlagGems' LibTuner under @libentry, 45)", "4x32x2048x128 bf16",
+       (40, 20, 40), flaggems_sdpa, default=False),
+    Op("flaggems_avg_pool2d", "flaggems", "avg_pool2d_forward_kernel (@libentry over triton.autotune, 9)",
+       "32x64x112x112, 3x3 stride 2 bf16", (8, 8, 15), flaggems_avg_pool2d, default=False),
     Op("smoke_scale", "smoke", "scale_kernel (triton.autotune, 4)", "200 fp32", (3, 3, 3), smoke_scale, False),
     Op("smoke_add", "smoke", "add_kernel (an Autotuner subclass, 2)", "200 fp32", (3, 3, 3), smoke_add, False),
 ]}
