@@ -43,7 +43,7 @@ def _shapes(data: Sequence[str]) -> dict[str, list[tuple[Any, Any, Any]]]:
         ds = read_dataset(p)
         o = observation_from_dataset(ds)
         mine = ds.meta.get("default_config") or (ds.meta.get("fixed_configs") or [None])[0]
-        got = _kernel_default(o.problem, o.space, mine, ())
+        got = _kernel_default(o.problem, o.space, mine, (), listed=ds.meta.get("fixed_configs") or ())
         out.setdefault(o.kernel, []).append((o, classify(o.problem, o.space), got[0].config if got else None))
     return out
 
