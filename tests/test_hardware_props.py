@@ -20,7 +20,8 @@ from abductune.theory.diagnose import diagnose
 @pytest.mark.parametrize("driver,entry", [
     ("NVIDIA L4", "L4"), ("NVIDIA A10", "A10"), ("Tesla T4", "T4"), ("NVIDIA H100 NVL", "H100-NVL"),
     ("NVIDIA H20", "H20"), ("NVIDIA L40", "L40"), ("NVIDIA L40S", "L40S"), ("NVIDIA A40", "A40"),
-    ("NVIDIA H200", "H200"), ("NVIDIA H100 80GB HBM3", "H100-SXM"),
+    ("NVIDIA H200", "H200"), ("NVIDIA H100 80GB HBM3", "H100-SXM"), ("AMD Instinct MI325X", "MI325X"),
+    ("AMD Instinct MI210", "MI210"),
 ])
 def test_driver_names_of_listed_boards(driver, entry):
     assert candidates(driver) == (entry,)
@@ -71,9 +72,23 @@ def test_a_listed_board_is_its_entry_with_the_sms_it_reports():
     assert h.name == "H100-SXM" and h.sms == 114 and h.peak("fp16") == KNOWN_GPUS["H100-SXM"].peak("fp16")
 
 
-def test_an_amd_board_gets_its_family_and_lds_and_no_guessed_peaks():
-    h = from_properties("AMD Instinct MI210", (9, 0), 104, vendor="amd", arch_name="gfx90a:sramecc+:xnack-")
-    assert h.family == "cdna2" and h.warp_size == 64 and h.smem_per_block == 64 * 1024 and not h.peak_flops
+@pytest.mark.parametrize("entry,arch,clock_mhz", [("MI300X", "gfx942:sramecc+:xnack-", 2100),
+                                                  ("MI250X", "gfx90a:sramecc+:xnack-", 1700),
+                                                  ("MI210", "gfx90a", 1700)])
+def test_an_unlisted_amd_board_gets_its_family_lds_and_cdna_peaks(entry, arch, clock_mhz):
+    """A CDNA board under a name the table does not hold (a future part of a known architecture):
+    its peaks from CUs x clock x the family's matrix rate per CU reproduce the listed board's."""
+    t = KNOWN_GPUS[entry]
+    h = from_properties(f"AMD board {arch}", (9, 4), t.sms, vendor="amd", arch_name=arch,
+                        sm_clock_khz=clock_mhz * 1000)
+    assert h.family == t.family and h.warp_size == 64 and h.smem_per_block == 64 * 1024
+    for dtype, peak in t.peak_flops.items():
+        assert h.peak_flops[dtype] / peak == pytest.approx(1.0, abs=0.01), dtype
+
+
+def test_an_amd_board_of_an_architecture_without_rates_gets_no_guessed_peaks():
+    h = from_properties("AMD board gfx950", (9, 5), 256, vendor="amd", arch_name="gfx950", sm_clock_khz=2400000)
+    assert h.family == "cdna4" and not h.peak_flops and h.smem_per_block == 64 * 1024
 
 
 def _matmul(hw):

@@ -230,6 +230,18 @@ KNOWN_GPUS: dict[str, HardwareInfo] = {
                      peak_flops={"fp16": 191.5 * T, "bf16": 191.5 * T, "fp32": 47.9 * T,
                                  "int8": 191.5 * T},
                      mem_bandwidth=1.6384e12, l2_bytes=8 * 1024 * KB, family="cdna2"),
+        # Source: AMD Instinct MI325X and MI210 data sheets (dense peaks; the MI325X is the
+        # MI300X's CDNA3 die with HBM3E at 6 TB/s; the MI210 one CDNA2 GCD with 104 CUs and
+        # 1.6 TB/s); L2 as the MI300X's and MI250X's entries count it.
+        HardwareInfo("MI325X", "amd", (9, 4), 304, 64 * KB, 64 * KB, max_threads_per_sm=2048,
+                     warp_size=64, regs_per_sm=131072,
+                     peak_flops={"fp16": 1307 * T, "bf16": 1307 * T, "tf32": 654 * T, "fp32": 163 * T,
+                                 "fp8": 2615 * T, "int8": 2615 * T},
+                     mem_bandwidth=6.0e12, l2_bytes=256 * 1024 * KB, family="cdna3"),
+        HardwareInfo("MI210", "amd", (9, 0), 104, 64 * KB, 64 * KB, warp_size=64,
+                     regs_per_sm=131072,
+                     peak_flops={"fp16": 181 * T, "bf16": 181 * T, "fp32": 45.3 * T, "int8": 181 * T},
+                     mem_bandwidth=1.6384e12, l2_bytes=8 * 1024 * KB, family="cdna2"),
         # Source: AMD Radeon PRO W7800 product page (70 CUs, 45.2 TFLOPS FP32, 90.5 FP16,
         # 576 GB/s, 64 MB Infinity Cache) and the ROCm hardware table (gfx1100, wave32, 6 MiB L2,
         # 384 KiB VGPRs per CU).
@@ -268,6 +280,8 @@ _NAME_RULES: list[tuple[str, str | tuple[str, ...]]] = [
     (r"\bB200\b", "B200"),
     (r"\bMI300X\b", "MI300X"),
     (r"\bMI250X\b", "MI250X"),
+    (r"\bMI325X\b", "MI325X"),
+    (r"\bMI210\b", "MI210"),
     (r"\bW7800\b", "W7800"),
     (r"\bRTX[\s-]*2080[\s-]*Ti\b", "RTX 2080 Ti"),
     (r"\bTITAN[\s-]*RTX\b|\bRTX[\s-]*TITAN\b", "TITAN RTX"),
@@ -447,6 +461,11 @@ _LIMITS: dict[tuple[int, int], tuple[int, int, int, int]] = {
     (8, 6): (100, 99, 16, 1536), (8, 7): (164, 163, 16, 1536), (8, 9): (100, 99, 24, 1536),
     (9, 0): (228, 227, 32, 2048), (10, 0): (228, 227, 32, 2048), (12, 0): (100, 99, 32, 1536),
 }
+# AMD CDNA matrix cores: dense fp16 FLOPs per CU per clock and FP32 matrix FLOPs per CU per clock,
+# from the MI250X's and MI300X's data sheets (peak / (CUs x peak engine clock)): CDNA2 1024 and
+# 256, CDNA3 2048 and 256; CDNA3 runs fp8 and int8 at twice fp16, tf32 at half; CDNA2 int8 at fp16's
+_AMD_PER_CU_CLOCK = {"cdna2": (1024, 256, {"bf16": 1.0, "int8": 1.0}),
+                     "cdna3": (2048, 256, {"bf16": 1.0, "tf32": 0.5, "fp8": 2.0, "int8": 2.0})}
 _FAMILY = {7: "volta", 8: "ampere", 9: "hopper", 10: "blackwell", 12: "blackwell"}
 _AMD_FAMILY = (("gfx94", "cdna3"), ("gfx95", "cdna4"), ("gfx90a", "cdna2"), ("gfx908", "cdna"),
                ("gfx11", "rdna3"), ("gfx12", "rdna4"))
@@ -501,6 +520,11 @@ def from_properties(name: str, cc: tuple[int, int], sms: int, *, vendor: str = "
         family = next((f for p, f in _AMD_FAMILY if arch_name.startswith(p)), "")
         smem_sm = smem_block = 64 * KB  # LDS per workgroup on CDNA and RDNA
         peaks: dict[str, float] = {}
+        rates = _AMD_PER_CU_CLOCK.get(family)
+        if rates is not None and sms > 0 and sm_clock_khz > 0:
+            clock = sms * sm_clock_khz * 1e3
+            peaks = {"fp16": rates[0] * clock, "fp32": rates[1] * clock,
+                     **{d: rates[0] * clock * rel for d, rel in rates[2].items()}}
     else:
         family = "turing" if cc == (7, 5) else "ada" if cc == (8, 9) else _FAMILY.get(cc[0], "")
         peaks = estimated_peaks(cc, sms, sm_clock_khz * 1e3, geforce="geforce" in name.lower())
