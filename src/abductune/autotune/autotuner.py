@@ -34,11 +34,11 @@ from ..session import Session, SessionResult
 from ..space import Config, Space
 from ..store import Context, Store
 from .arguments import NOTHING_TO_TUNE, check_arguments, key_spec, set_hooks, set_options, set_space
+from .asserts import call_asserts, failing, with_asserts
 from .choices import Choice, key_space, observed_prediction, pick, theory_prediction, theory_predictions
 from .compiling import compile_only, compile_plan, early_start, parallel_warm, peelable
 from .configs import LAUNCH_KW, OPTIONS, config_dict, fill_options, launch_kwargs, triton_config
 from .evaluation import call_evaluator, printing
-from .asserts import call_asserts, failing, with_asserts
 from .fixed import FixedEvaluator, call_fixed, fixed_of, own, with_fixed, without
 from .keys import (key_problem, key_value, open_store, python_fn, triton_key, triton_toolchain, tuning_lock,
                    why_missed)
@@ -350,11 +350,11 @@ class Autotuner(TritonAutotuner):
             narrowed = with_asserts(space, asserted)
             if narrowed is not space:
                 space = narrowed
-                gone = failing(asserted, space, seeds)
+                gone = set(failing(asserted, space, seeds))
                 if gone:
                     log.info("%s: %d listed config(s) fail the kernel's own %s for key %s: not tried",
                              self.name, len(gone), " and ".join(f"static_assert({c})" for c in asserted), key)
-                    seeds = [c for i, c in enumerate(seeds) if i not in set(gone)]
+                    seeds = [c for i, c in enumerate(seeds) if i not in gone]
         store = open_store(self.store_spec)
         ctx = Context.of(problem, space, triton_toolchain())
         budget = self._budget(len(seeds))
