@@ -93,3 +93,25 @@ def test_a_grown_space_holds_nothing_the_assert_forbids(tmp_path: Path):
         [run] = st.runs()
         tried = [m.config["BLOCK"] for m in st.measurements(run.context)]
     assert tried and max(tried) <= 32 and k.best_config.kwargs["BLOCK"] == 32
+
+
+def test_what_the_search_found_beyond_the_list_counts_its_failures():
+    """A tuner's beyond-the-list stats (autotune/phases.count_beyond): configs measured there, of
+    those the ones that failed (what the prune did not foresee), and the ones pruned unmeasured."""
+    from types import SimpleNamespace
+
+    from abductune.autotune.phases import count_beyond
+    from abductune.measurement import Measurement
+
+    sp = Space([Pow2("BLOCK", 16, 128), Choice("num_warps", [1, 2, 4])])
+    listed = [{"BLOCK": 16, "num_warps": 1}, {"BLOCK": 32, "num_warps": 2}]
+    stats = {"beyond_list": 0, "beyond_failed": 0, "beyond_pruned": 0, "won_beyond_list": 0, "gain_beyond_list": 1.0}
+    tuner = SimpleNamespace(_list=listed, space=sp, stats=stats)
+    history = [Measurement(listed[0], "ok", time_ms=2.0), Measurement(listed[1], "ok", time_ms=1.5),
+               Measurement({"BLOCK": 64, "num_warps": 2}, "ok", time_ms=1.0),
+               Measurement({"BLOCK": 128, "num_warps": 4}, "resource_error", error="out of shared memory"),
+               Measurement({"BLOCK": 128, "num_warps": 1}, "pruned", error="resource model")]
+    result = SimpleNamespace(history=history, winner=history[2], baselines={"configs": history[1]})
+    count_beyond(tuner, result)
+    assert (stats["beyond_list"], stats["beyond_failed"], stats["beyond_pruned"]) == (2, 1, 1)
+    assert stats["won_beyond_list"] == 1 and stats["gain_beyond_list"] == pytest.approx(1.5)

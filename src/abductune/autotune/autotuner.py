@@ -150,12 +150,12 @@ class Autotuner(TritonAutotuner):
         self.bench_time = 0.0
         # evaluations: what the budget counted (as in `abductune tune`); retimed: the final
         # run-off and the competing implementations, timed on top of it; beyond_list: configs
-        # outside the list measured (beyond_pruned: rejected unmeasured by the resource model or
-        # early_config_prune), won_beyond_list: keys whose winner is outside the list, gain_beyond_list:
+        # outside the list measured (beyond_failed: of those, failed; beyond_pruned: rejected
+        # unmeasured by the resource model or early_config_prune), won_beyond_list: keys whose winner is outside the list, gain_beyond_list:
         # the largest list-best / winner time ratio among them; ptxas_killed: compiles the ptxas
         # watch killed while a key tuned (measure/ptxas_watch.py)
         self.stats = {"tunes": 0, "store_hits": 0, "predicted": 0, "evaluations": 0, "retimed": 0,
-                      "waited_s": 0.0, "beyond_list": 0, "beyond_pruned": 0, "won_beyond_list": 0,
+                      "waited_s": 0.0, "beyond_list": 0, "beyond_failed": 0, "beyond_pruned": 0, "won_beyond_list": 0,
                       "gain_beyond_list": 1.0, "ptxas_killed": 0}
         self.last_result: SessionResult | None = None
         self._lock = threading.RLock()

@@ -257,7 +257,8 @@ def _beyond_line(t: Autotuner) -> str:
     s = t.stats
     text = f"{s['tunes']} key(s) tuned, {s['store_hits']} from the store, {s['evaluations']} evaluations"
     if t._beyond:
-        text += (f"; beyond its list: {s['beyond_list']} config(s) measured, {s['beyond_pruned']} pruned unmeasured, "
+        text += (f"; beyond its list: {s['beyond_list']} config(s) measured ({s['beyond_failed']} failed), "
+                 f"{s['beyond_pruned']} pruned unmeasured, "
                  f"the winner on {s['won_beyond_list']} key(s)")
         if s["won_beyond_list"]:
             text += f" (up to {s['gain_beyond_list']:.2f}x the list's best)"

@@ -58,8 +58,9 @@ def now() -> float:
 
 
 def count_beyond(tuner: Any, result: Any) -> None:
-    """What the search found beyond the list (the autotuner's stats): configs measured and pruned
-    there, and whether the winner is one of them, with its gain over the list's best."""
+    """What the search found beyond the list (the autotuner's stats): configs measured there (and
+    of those, failed), pruned there, and whether the winner is one of them, with its gain over the
+    list's best."""
     listed = {config_key(d) for d in tuner._list}
 
     def key(cfg: Any) -> str:  # as the list holds it: without the tiles the caller fixes
@@ -68,6 +69,8 @@ def count_beyond(tuner: Any, result: Any) -> None:
     pruned = sum(m.status is Status.PRUNED for m in outside.values())
     tuner.stats["beyond_pruned"] += pruned
     tuner.stats["beyond_list"] += len(outside) - pruned
+    # measured and failed (out of shared memory, a compile error): what the prune did not foresee
+    tuner.stats["beyond_failed"] += sum(not m.ok and m.status is not Status.PRUNED for m in outside.values())
     w, base = result.winner, result.baselines.get("configs")
     if w is not None and w.ok and "impl" not in w.config and key(w.config) not in listed:
         tuner.stats["won_beyond_list"] += 1
