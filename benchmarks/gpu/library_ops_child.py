@@ -139,9 +139,9 @@ def _tuners(prefix: str, patch: Any) -> list[dict[str, Any]]:
                 out.append({"kernel": _kernel(t), "class": type(t).__qualname__, "list": len(t.configs),
                             "best": str(t.best_config), "compile": list(getattr(t, "_plan", None) or ()),
                             "phases": list(getattr(t, "phases", ())),  # where the cold call went (autotune/phases.py)
-                            **{k: s.get(k) for k in ("tunes", "store_hits", "evaluations", "retimed", "beyond_list",
-                                                     "beyond_failed", "beyond_pruned", "won_beyond_list",
-                                                     "gain_beyond_list")}})
+                            **{k: s[k] for k in ("tunes", "store_hits", "evaluations", "retimed", "beyond_list",
+                                                 "beyond_failed", "beyond_pruned", "won_beyond_list",
+                                                 "gain_beyond_list")}})
         return out
     import gc
 

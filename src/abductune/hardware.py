@@ -497,6 +497,18 @@ def estimated_peaks(cc: tuple[int, int], sms: int, sm_clock_hz: float, *, geforc
     return out
 
 
+def estimated_amd_peaks(family: str, cus: int, clock_hz: float) -> dict[str, float]:
+    """Dense peak FLOP/s per input type of an AMD GPU of `family` with `cus` compute units at
+    `clock_hz`, from the family's matrix rates per CU per clock (`_AMD_PER_CU_CLOCK`); {} where
+    the family has none listed or either figure is unknown."""
+    rates = _AMD_PER_CU_CLOCK.get(family)
+    if rates is None or cus <= 0 or clock_hz <= 0:
+        return {}
+    fp16, fp32, relative = rates
+    return {"fp16": fp16 * cus * clock_hz, "fp32": fp32 * cus * clock_hz,
+            **{d: fp16 * cus * clock_hz * rel for d, rel in relative.items()}}
+
+
 def from_properties(name: str, cc: tuple[int, int], sms: int, *, vendor: str = "nvidia",
                     arch_name: str = "", smem_per_block: int = 0, smem_per_sm: int = 0,
                     regs_per_sm: int = 0, max_threads_per_sm: int = 0, warp_size: int = 0,
@@ -507,8 +519,9 @@ def from_properties(name: str, cc: tuple[int, int], sms: int, *, vendor: str = "
     device reports (a MIG slice or a cut-down board has fewer SMs). Any other keeps its driver
     name (the store keeps it apart from every other GPU) and gets: the limits it reports, else
     its compute capability's (`_LIMITS`); peaks estimated from its SM count and clock
-    (`estimated_peaks`); memory bandwidth from its memory clock and bus width (double data
-    rate, as CUDA reports the clock of HBM and GDDR alike); the family of its architecture."""
+    (`estimated_peaks`, `estimated_amd_peaks`); memory bandwidth from its memory clock and bus
+    width (double data rate, as CUDA reports the clock of HBM and GDDR alike); the family of
+    its architecture."""
     cc = (int(cc[0]), int(cc[1]))
     known = lookup(name, strict=False)
     if known is not None:
@@ -519,12 +532,7 @@ def from_properties(name: str, cc: tuple[int, int], sms: int, *, vendor: str = "
     if vendor == "amd":
         family = next((f for p, f in _AMD_FAMILY if arch_name.startswith(p)), "")
         smem_sm = smem_block = 64 * KB  # LDS per workgroup on CDNA and RDNA
-        peaks: dict[str, float] = {}
-        rates = _AMD_PER_CU_CLOCK.get(family)
-        if rates is not None and sms > 0 and sm_clock_khz > 0:
-            clock = sms * sm_clock_khz * 1e3
-            peaks = {"fp16": rates[0] * clock, "fp32": rates[1] * clock,
-                     **{d: rates[0] * clock * rel for d, rel in rates[2].items()}}
+        peaks = estimated_amd_peaks(family, sms, sm_clock_khz * 1e3)
     else:
         family = "turing" if cc == (7, 5) else "ada" if cc == (8, 9) else _FAMILY.get(cc[0], "")
         peaks = estimated_peaks(cc, sms, sm_clock_khz * 1e3, geforce="geforce" in name.lower())

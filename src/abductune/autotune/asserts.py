@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ast
 import logging
-import textwrap
 from typing import Any, Mapping, Sequence
 
 from ..errors import SpaceError
 from ..space import Space, parse_constraint
+from ..theory.store.scope import kernel_def
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +23,7 @@ _ASSERT_NAMES = ("static_assert",)
 def kernel_asserts(src: str) -> list[ast.expr]:
     """The conditions of the `tl.static_assert(...)` calls at the top level of the kernel's body
     (one inside an `if` holds only on that path, so it is not a constraint of every config)."""
-    try:
-        tree = ast.parse(textwrap.dedent(src))
-    except SyntaxError:
-        return []
-    fn = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    fn = kernel_def(src)
     if fn is None:
         return []
     out = []

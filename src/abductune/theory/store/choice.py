@@ -136,21 +136,34 @@ def evidence_for(d: Mapping[str, Any], kernel_class: str, holds: Sequence[Holdou
     return out
 
 
+def _evidence(kernel_class: str, holds: Sequence[Holdout], path: Path) -> dict[str, Any] | None:
+    """The nested evidence on the other kernels of `kernel_class` under `holds` (empty where
+    none is left); None where the evidence file is absent or does not know the class."""
+    d = load(path)
+    if d is None or not any(v["class"] == kernel_class for v in d["kernels"].values()):
+        return None
+    return evidence_for(d, kernel_class, holds)
+
+
+def _beats(learned: float, default: float) -> bool:
+    """Whether a learned source's score beat the defaults' by more than `TIE_MARGIN` (compared
+    in log to 1e-9, so sums taken in another order tie)."""
+    return round(math.log(learned), 9) < round(math.log(default) - math.log1p(TIE_MARGIN), 9)
+
+
 def order_for(kernel_class: str, holds: Sequence[Holdout], chain: Sequence[str], path: Path = PATH
               ) -> Choice | None:
     """`chain` where it beat the kernels' own defaults on the other kernels of `kernel_class`
     under `holds`, else the empty order (the default); None where the evidence file is absent
     or does not know the class (module docstring)."""
-    d = load(path)
-    if d is None or not any(v["class"] == kernel_class for v in d["kernels"].values()):
+    ev = _evidence(kernel_class, holds, path)
+    if ev is None:
         return None
-    ev = evidence_for(d, kernel_class, holds)
     if not ev:
         return Choice(kernel_class, (), ())
     chain = tuple(s for s in chain if s in LEARNED)
     got = {(): score((), ev), chain: score(chain, ev)}
-    won = round(math.log(got[chain]), 9) < round(math.log(got[()]) - math.log1p(TIE_MARGIN), 9)
-    return Choice(kernel_class, chain if won else (), tuple(sorted(ev)),
+    return Choice(kernel_class, chain if _beats(got[chain], got[()]) else (), tuple(sorted(ev)),
                   {(" > ".join(o) or DEFAULT): v for o, v in got.items()})
 
 
@@ -160,11 +173,7 @@ def ranker_trusted(kernel_class: str, holds: Sequence[Holdout], path: Path = PAT
     reads); None where the file is absent or does not know the class. Where it did not, its
     order is no better than the kernel's own config on kernels like this one, and a search is
     not sent to its head (`heuristics.seeds.ranker_prior`)."""
-    d = load(path)
-    if d is None or not any(v["class"] == kernel_class for v in d["kernels"].values()):
+    ev = _evidence(kernel_class, holds, path)
+    if ev is None:
         return None
-    ev = evidence_for(d, kernel_class, holds)
-    if not ev:
-        return False
-    return round(math.log(score(("ranker",), ev)), 9) < round(math.log(score((), ev)) - math.log1p(TIE_MARGIN), 9)
-
+    return bool(ev) and _beats(score(("ranker",), ev), score((), ev))

@@ -216,11 +216,11 @@ def staged_tiles(source: str, tiles: Iterable[str]) -> list[tuple[str, ...]] | N
     tiles per step) this is what the resource model counts (`theory.resources.footprint`).
     A reduction loop is one whose bounds read a tile (directly or through a name computed from
     it). None when the source does not parse or has no such loop."""
-    fn = _kernel_def(source)
+    fn = kernel_def(source)
     return _staged(fn, set(tiles)) if fn is not None else None
 
 
-def _kernel_def(source: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+def kernel_def(source: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
     """The first function defined in `source`, None where it does not parse or defines none."""
     try:
         tree = ast.parse(textwrap.dedent(source))
@@ -302,7 +302,7 @@ def kernel_loads(source: str) -> list[tuple[str, ...]] | None:
     those of its config list and any its caller passes (`autotune.fixed`) alike."""
     from ...space import infer_role
 
-    fn = _kernel_def(source)
+    fn = kernel_def(source)
     if fn is None:
         return None
     args = fn.args.args + fn.args.kwonlyargs
