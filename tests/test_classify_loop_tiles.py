@@ -116,3 +116,18 @@ def test_a_source_that_tells_nothing_leaves_the_headers_facts(forget):
     kernel_facts.note_read("gemv_probe_bf16", {"BLOCK_M": "loop", "BLOCK_N": "whole"})
     kernel_facts.tell("gemv_probe_bf16", {})
     assert kernel_facts.told("gemv_probe_bf16") == {"BLOCK_M": "loop", "BLOCK_N": "whole"}
+
+
+def test_a_tile_named_for_an_axis_covers_the_outputs_extent_along_it():
+    """BLOCK_H over a problem that names in_h and out_h tiles the output (what a program
+    writes); a dim named for the axis itself still wins, and an axis with neither is unread."""
+    sp = Space([Pow2("BLOCK_H", 4, 64, role="tile:H"), Pow2("BLOCK_W", 4, 64, role="tile:W"),
+                Pow2("num_warps", 1, 8, role="warps")])
+    pool = Problem("pool_probe", "pool", {"batch": 8, "in_h": 56, "in_w": 56, "out_h": 28, "out_w": 28},
+                   {"x": "bf16"})
+    cls = classify(pool, sp)
+    assert tile_dim_name("tile:H", cls) == "out_h" and tile_dim_name("tile:W", cls) == "out_w"
+    plain = Problem("pool_probe", "pool", {"H": 30, "out_h": 28, "W": 30, "out_w": 28}, {"x": "bf16"})
+    assert tile_dim_name("tile:H", classify(plain, sp)) == "H"
+    bare = Problem("pool_probe", "pool", {"in_h": 56, "in_w": 56}, {"x": "bf16"})
+    assert tile_dim_name("tile:H", classify(bare, sp)) is None

@@ -513,3 +513,33 @@ def test_k_row_bytes_features_judge_a_k_slice_in_bytes():
     rows = Problem("sm", "row_reduction", {"rows": 4096, "cols": 4096}, dtypes={"x": "float16"}, hardware=hw)
     f = dict(zip(NAMES, config_features(rows, no_k, {"BLOCK": 1024, "num_warps": 4})))
     assert f["k_bytes_a"] == f["k_bytes_a_off"] == f["regime*k_bytes_a"] == 0.0
+
+
+def test_row_whole_counts_only_where_the_kernel_has_a_path_without_the_row_loop():
+    """A tile that covers the row holds it whole only in a kernel with a path that does not
+    loop over it (told facts `whole` or `either`); in a kernel whose every path walks the row in
+    tile steps, the same tile is one trip of that loop, and `row_whole` is 0. Unknown facts keep
+    the tile's cover as before."""
+    from abductune import kernel_facts
+    from abductune.hardware import lookup
+    from abductune.heuristics.features import NAMES, config_features, feature_matrix
+    from abductune.space import Param, Space
+
+    sp = Space([Param("BLOCK_M", [1, 4], role="tile:X"), Param("BLOCK_N", [1024, 4096], role="tile:R"),
+                Param("num_warps", [4, 8], role="warps")])
+    hw = lookup("H100-SXM")
+    covers, short = {"BLOCK_M": 1, "BLOCK_N": 4096, "num_warps": 4}, {"BLOCK_M": 1, "BLOCK_N": 1024, "num_warps": 4}
+    i = NAMES.index("row_whole")
+    got = {}
+    for facts in ("whole", "either", "loop", None):
+        kernel = f"row_whole_probe_{facts}"
+        if facts:
+            kernel_facts.tell(kernel, {"BLOCK_M": "whole", "BLOCK_N": facts})
+        try:
+            p = Problem(kernel, "row_reduction", {"rows": 4096, "cols": 4096}, dtypes={"x": "bfloat16"}, hardware=hw)
+            one = [config_features(p, sp, c)[i] for c in (covers, short)]
+            assert list(feature_matrix(p, sp, [covers, short])[:, i]) == one  # per-problem facts read once, same answer
+            got[facts] = one
+        finally:
+            kernel_facts.forget(kernel)
+    assert got == {"whole": [1.0, 0.0], "either": [1.0, 0.0], "loop": [0.0, 0.0], None: [1.0, 0.0]}

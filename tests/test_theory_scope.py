@@ -127,7 +127,9 @@ def test_the_whole_row_rule_is_declined_on_a_kernel_that_always_loops(online):
     """The symptom (seen before the fix): the built-in softmax's "one block covers the row"
     rules reached the online softmax's BLOCK_N. They were confirmed where the row was held
     whole by kernels with a one-chunk path; this kernel loops on every path, so the rule is
-    declined and the next source (the observed database) serves, saying why."""
+    declined: a search is seeded from the observed database (learned on kernels with a
+    one-chunk path too) and the declined rule's config, while `predict` serves the chain's next
+    learned source (the ranker, trusted for rows), saying which rules it passed over and why."""
     o = _by_cols(online, 4096)
     hold = Holdout(o.problem, "kernel")
     book = packaged_book()
@@ -136,16 +138,18 @@ def test_the_whole_row_rule_is_declined_on_a_kernel_that_always_loops(online):
     assert declined and {r.regime for r, _, _ in declined} == {"square", "all"}
     assert all("walked in tile steps on every path" in why and "one trip" in why for _, why, _ in declined)
     p = predict(o.problem, o.space, book=book, exclude=hold)
-    assert p is not None and p.source == "observed:observed" and p.rule.regime == "square"
-    assert "no theory rule applies" in p.describe() and "square/fp16 declined" in p.describe()
+    assert p is not None and p.source == "ranker" and p.rule is None
+    assert "square/fp16 declined" in p.describe() and "passed over as outside their conditions" in p.describe()
     from abductune.heuristics import seed_configs
 
     rep = seed_configs(o.problem, o.space, o.problem.hardware, exclude=hold)
     observed = next(f["config"] for f in rep.fired if f.get("source") == "observed" and f["status"] == "seed")
-    assert p.config == observed
-    # second, the declined rule's own config, for a search to test (never the zero-shot answer)
+    # the seeds a tune starts from: the observed database's first, then the declined rule's own
+    # config, for a search to test (never the zero-shot answer)
     both = predictions(o.problem, o.space, book=book, exclude=hold)
-    assert [q.source for q in both] == ["observed:observed", "declined"] and both[1].config == declined[0][2].config
+    assert [q.source for q in both] == ["observed:observed", "declined"] and both[0].config == observed
+    assert both[1].config == declined[0][2].config
+    assert "no theory rule applies" in both[0].describe() and "square/fp16 declined" in both[0].describe()
     assert "offered only as a config for a search to test" in both[1].describe()
     assert predictions(o.problem, o.space, book=book, exclude=hold, fallback=False) == []
 
@@ -236,7 +240,7 @@ def test_a_kernel_whose_loops_cannot_be_read_is_trusted_less_until_its_source_is
         scope.note_source("their_softmax_fp16", STREAMING)
         assert book.predict(pb, o.space) is None
         assert "walked in tile steps" in book.judged(pb, o.space)[1][0][1]
-        assert predict(pb, o.space, book=book).source == "observed:observed"
+        assert predict(pb, o.space, book=book).source == "ranker"  # the chain's next source
     finally:
         scope._SOURCES.pop("their_softmax_fp16", None)
         scope._structure_cached.cache_clear()

@@ -93,7 +93,7 @@ def test_replay_judges_a_loop_kernel_from_its_header_facts(online, tmp_path):
         assert book.predict(told.problem, told.space()) is None
         why = book.judged(told.problem, told.space())[1][0][1]
         assert "walked in tile steps on every path" in why
-        assert predict(told.problem, told.space(), book=book).source == "observed:observed"
+        assert predict(told.problem, told.space(), book=book).source == "ranker"  # the chain's next source
         # a source, when readable, wins over the facts
         scope.note_source("their_rows_fp16", textwrap.dedent('''
             def k(x_ptr, n_cols, BLOCK_N: tl.constexpr):

@@ -400,7 +400,10 @@ def tile_dim_name(role: str | None, cls: Classification) -> str | None:
 
 def _dim_named(axis: str, dims: Mapping[str, Any]) -> str | None:
     """The dim an axis names: the same word (BLOCK_K: K; BLOCK_HEADS: heads), or its singular
-    or plural (BLOCK_ROW, ROWS_PER_PROGRAM: rows); None when the axis names no dim."""
+    or plural (BLOCK_ROW, ROWS_PER_PROGRAM: rows), else the output's extent along it where the
+    problem names an input's and an output's (BLOCK_H: out_h beside in_h, a pooling or
+    convolution window's output; a Triton kernel's programs tile what they write); None when
+    the axis names no dim."""
     if not axis:
         return None
     a = axis.lower()
@@ -408,6 +411,9 @@ def _dim_named(axis: str, dims: Mapping[str, Any]) -> str | None:
         for k in dims:
             if want is not None and k.lower() == want:
                 return k
+    for k in dims:
+        if k.lower() in (f"out_{a}", f"{a}_out", f"output_{a}"):
+            return k
     return None
 
 

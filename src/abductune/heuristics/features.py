@@ -14,7 +14,10 @@ The list was fixed from first principles before any leave-one-kernel-out figure 
 - the loop: its trips, pipeline stages, stages the loop is too short to use;
 - resources: shared memory against the block limit, occupancy, accumulator per thread;
 - reuse: a tiled product's FLOPs per byte it loads; split-K, grouped launch order, Hopper's
-  warpgroup MMA, a row held whole by one program;
+  warpgroup MMA, a row held whole by one program (only where the kernel has a path without a
+  loop over the row: on a kernel whose every path walks the row in tile steps, a tile that
+  covers the row is one trip of the same loop, which reads the row as often as several trips
+  do; `theory.store.scope`, session 24);
 - the regime (how far the problem sits from the hardware's ridge point) times the features
   whose best value it moves: compute-bound problems want reuse and fewer, larger programs.
 A fact the roles cannot give is 0 (per shape a constant, so it does not rank).
@@ -39,6 +42,7 @@ from ..problem import Problem
 from ..space import Space
 from ..theory.diagnose import diagnose, on_warpgroup_mma
 from ..theory.resources import ACC_MAX, DEFAULT_STAGES, footprint
+from ..theory.store.scope import LOOP, structure
 
 BASE = ("programs_per_sm", "fill", "wave_eff", "useful", "elems_per_thread", "elems_per_thread_sq",
         "warps", "warps_sq", "stages", "loop_trips", "stages_unused", "smem_frac", "occupancy",
@@ -78,8 +82,11 @@ def _log2(v: float | None) -> float:
 
 
 def config_features(problem: Problem, space: Space, config: Mapping[str, Any],
-                    hardware: HardwareInfo | None = None, rho: float | None = None) -> list[float]:
-    """The `NAMES` features of one config (no measurement)."""
+                    hardware: HardwareInfo | None = None, rho: float | None = None,
+                    loops: bool | None = None) -> list[float]:
+    """The `NAMES` features of one config (no measurement). `rho` (the regime) and `loops`
+    (every path of the kernel walks its reduced dim in tile steps) are per problem: a caller
+    featurising many configs passes them once."""
     hw = hardware or problem.hardware
     fp = footprint(problem, space, config)
     d = diagnose(Measurement(config=dict(config), smem_bytes=fp.smem_bytes), problem, space, hw)
@@ -112,7 +119,9 @@ def config_features(problem: Problem, space: Space, config: Mapping[str, Any],
     f["split"] = _log2(_int(space, config, "split:K"))
     f["group"] = _log2(_int(space, config, "group"))
     f["warpgroup_mma"] = 1.0 if on_warpgroup_mma(problem, space, config) else 0.0
-    f["row_whole"] = 1.0 if d.row_fits_block else 0.0
+    if loops is None:
+        loops = structure(problem, space) == LOOP
+    f["row_whole"] = 1.0 if d.row_fits_block and not loops else 0.0
     bk = _int(space, config, "tile:K")
     if bk:
         sa, sb, _ = operand_bytes(problem.dtypes)
@@ -127,7 +136,8 @@ def feature_matrix(problem: Problem, space: Space, configs: Sequence[Mapping[str
                    hardware: HardwareInfo | None = None) -> np.ndarray:
     """(len(configs), len(NAMES)) features, one row per config."""
     rho = regime(problem, hardware or problem.hardware)
-    rows = [config_features(problem, space, c, hardware, rho) for c in configs]
+    loops = structure(problem, space) == LOOP
+    rows = [config_features(problem, space, c, hardware, rho, loops) for c in configs]
     return np.asarray(rows, dtype=float).reshape(len(rows), len(NAMES))
 
 

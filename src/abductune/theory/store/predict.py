@@ -58,7 +58,8 @@ class RankedPrediction(Prediction):
     why: str = ""
 
     def describe(self) -> str:
-        return "ranker: " + self.why + ("; " + "; ".join(self.reasons) if self.reasons else "")
+        return ("ranker: " + self.why + ("; " + "; ".join(self.reasons) if self.reasons else "")
+                + ("; passed over as outside their conditions: " + "; ".join(self.declined) if self.declined else ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,6 +132,8 @@ def zero_shot(problem: Problem, space: Space, *, book: TheoryBook | None = None,
     passed: list[str] = []
     for src in picked.sources:  # the first that answers serves; the rest stay for a compile check
         got, why = source_answers(src, problem, space, c, book=book, exclude=exclude, said=picked.said())
+        if not out and passed:  # a later source serves: it says which rules were passed over, and why
+            got = [dataclasses.replace(p, declined=tuple(dict.fromkeys((*p.declined, *passed)))) for p in got]
         out += got
         passed += why
     if out:
@@ -162,7 +165,13 @@ def source_answers(source: str, problem: Problem, space: Space, c: Classificatio
         raise AbductuneError(f"unknown zero-shot source {source!r}: ranker or theory")
     theory, passed = [], []
     for p in predictions(problem, space, book=book, exclude=exclude):
-        why = gaps.rule_gap(p.rule, problem, space, c) if p.source in ("theory", "declined") and p.rule else None
+        if p.source != "theory":
+            # every rule declined is no answer: the chain's next source answers, not the seeds a
+            # tune falls back on (the observed database, learned on other kernels with no record
+            # of the conditions it held under); the rules' reasons go with what is served
+            passed += p.declined
+            continue
+        why = gaps.rule_gap(p.rule, problem, space, c) if p.rule else None
         (passed.append(declined_line(p.rule, why)) if why else theory.append(p))
     passed = list(dict.fromkeys(passed))
     if passed:
