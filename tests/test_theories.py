@@ -225,6 +225,21 @@ def test_compute_bound_undertiled_grows_tiles():
     assert (widest["BLOCK_N"], widest["num_warps"]) == (256, 8)
 
 
+def test_undertiled_reaches_a_compute_bound_problem_far_from_both_roofs():
+    """At 20% of the compute roof and 10% of bandwidth a config is "latency"-bound, but the
+    problem's FLOPs per byte put it under the compute roof: small tiles are still a reason
+    (`problem_bound`); a memory-bound problem as far from both roofs is not offered bigger tiles."""
+    from abductune.theory.diagnose import problem_bound
+
+    th = lib.UNDERTILED
+    far = _square(frac_flops=0.2, frac_bw=0.1)
+    assert far[0].bound == "latency" and problem_bound(far[1]) == "compute"
+    assert th.applies(*far) and th.propose(*far)
+    decode = _decode(frac_bw=0.1)
+    assert decode[0].bound == "latency" and problem_bound(decode[1]) == "memory"
+    assert not th.applies(*decode)
+
+
 def test_spills_and_low_occupancy():
     th = lib.PRESSURE
     case = _square(spills=40)

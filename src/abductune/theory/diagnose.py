@@ -285,6 +285,20 @@ def roofline_fractions(m: Measurement, problem: Problem,
     return (float(ff) if ff is not None else None, float(fb) if fb is not None else None)
 
 
+def problem_bound(problem: Problem) -> str | None:
+    """The roof the *problem* sits under, whatever a config reaches: compute where its FLOPs
+    per byte (`Problem.flops` over `min_bytes`) reach the GPU's ridge point, else memory; None
+    when the roofline is unknown. A config far from both roofs ("latency") on a compute-bound
+    problem is short of the compute roof, the one its work can reach."""
+    hw = problem.hardware
+    if hw is None or not problem.flops or not problem.min_bytes or not hw.mem_bandwidth:
+        return None
+    peak = hw.peak(problem.dtype)
+    if not peak:
+        return None
+    return "compute" if problem.flops / problem.min_bytes >= peak / hw.mem_bandwidth else "memory"
+
+
 def classify_bound(ff: float | None, fb: float | None) -> str:
     """compute / memory: the roof the kernel is nearer; latency: far from both; unknown when a
     low fraction comes without the other (the missing roof might be the binding one)."""

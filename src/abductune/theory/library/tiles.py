@@ -7,7 +7,7 @@ from typing import Any, Mapping
 
 from ...problem import Problem
 from ...space import Config, Space
-from ..diagnose import Diagnosis, grid_tiles, tile_padding, tiled_dims
+from ..diagnose import Diagnosis, grid_tiles, problem_bound, tile_padding, tiled_dims
 from .base import (NEAR_ROOF, PADDING_BUSY_FLOOR, PADDING_MIN, Theory, _capped, _grid_roles, _keep, headroom, set_role,
                    step_roles)
 
@@ -63,7 +63,11 @@ def _tile_area(pb: Problem, sp: Space, cfg: Config) -> tuple[float, float]:
 
 
 def _undertiled_applies(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> bool:
-    return d.bound == "compute" and not d.underfilled and len(_grid_roles(pb, sp)) >= 2 \
+    # far from both roofs on a compute-bound problem ("latency") is short of the compute roof
+    # too: small tiles are one reason (a Helion attention kernel at 24% of the tensor peak with
+    # a 32-wide key tile, session 24, where only pipeline and grouping theories applied)
+    compute = d.bound == "compute" or (d.bound == "latency" and problem_bound(pb) == "compute")
+    return compute and not d.underfilled and len(_grid_roles(pb, sp)) >= 2 \
         and (d.frac_peak_flops or 0.0) < NEAR_ROOF + 0.1
 
 

@@ -364,13 +364,9 @@ def held(problem: Problem, space: Space, config: Mapping[str, Any], kernel_struc
 
 def bound(problem: Problem) -> str | None:
     """memory or compute: the problem's FLOPs per byte against the GPU's ridge point."""
-    hw = problem.hardware
-    if hw is None or not problem.flops or not problem.min_bytes or not hw.mem_bandwidth:
-        return None
-    peak = hw.peak(problem.dtype)
-    if not peak:
-        return None
-    return "compute" if problem.flops / problem.min_bytes >= peak / hw.mem_bandwidth else "memory"
+    from ..diagnose import problem_bound
+
+    return problem_bound(problem)
 
 
 def facts(problem: Problem, space: Space, config: Mapping[str, Any]) -> dict[str, Any]:
