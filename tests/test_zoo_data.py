@@ -11,6 +11,7 @@ import pytest
 from abductune.datasets.format import read_dataset
 from abductune.datasets.zoo import zoo_datasets, zoo_kernels
 from abductune.errors import AbductuneError
+from abductune.space import Space
 
 ROOT = Path(__file__).resolve().parents[1]
 PATHS = zoo_datasets()
@@ -34,8 +35,13 @@ def test_zoo_header_is_complete_and_records_lie_in_its_space(path):
     assert ds.toolchain.get("triton") and ds.toolchain.get("torch")
     assert ds.meta.get("origin"), "the header must say where the kernel came from"
     space = ds.stated_space()
+    # a listed config may fail only the kernel's own assertions at this shape (meta.asserts:
+    # FlagGems' attention lists BLOCK_N 128, past a head dim of 64), never the values
+    asserted = Space(space.params, [c.source for c in space.constraints
+                                    if c.source not in ds.meta.get("asserts", {}).get("constraints", ())],
+                     space.constants, name=space.name)
     for c in ds.meta["fixed_configs"]:
-        assert space.is_valid(c), f"the kernel's own config {c} is not in its space"
+        assert asserted.is_valid(c), f"the kernel's own config {c} is not in its space"
     keys = [space.key(m.config) for m in ds.records]
     assert len(keys) == len(set(keys)), "a config recorded twice"
     assert all(space.is_valid(m.config) for m in ds.records)
