@@ -2,13 +2,13 @@
 
     python -m abductune.theory.store.choice_build      # regenerate theory/data/sources.json (minutes)
 
-A learned source earns its place in `predict` by what it did on kernels it had never seen,
-not by the class it was built for. The file holds, for every recorded kernel of the zoo and
-the bundled data (scored kernel K'), each learned source's answer on each of its shapes as
-the recorded time over the shape's optimum (the ranker's first pick; the theory's: rules, then
-the next source where every rule is declined), and the kernel's own default's. Each answer is
-learned without K' ("all"), and again without K' and each other kernel K of its class
-("without"), so a choice made for K never rests on K's data: the ranker and the theory are
+A learned source earns its place in `predict` by what it did on kernels it had never seen, not
+by the class it was built for. The file holds, for every recorded kernel of the zoo and the
+bundled data (scored kernel K'), each learned source's answer on each of its shapes as the
+recorded time over the shape's optimum (the ranker's first pick; the theory's rules, none where
+every rule is declined: the chain's next source answers there), and the kernel's own default's.
+Each answer is learned without K' ("all"), and again without K' and each other kernel K of its
+class ("without"), so a choice made for K never rests on K's data: the ranker and the theory are
 refitted without both (the ranker with the hand-set clip, ridge and objective,
 `ranker_shipped.refit_constants`, as no holdout group holds both kernels).
 

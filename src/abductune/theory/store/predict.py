@@ -5,8 +5,10 @@
 leave-one-kernel-out; the theory first elsewhere) where they beat the kernels' own defaults on
 the other kernels of the class by nested leave-one-kernel-out evidence (`choice`), and the
 kernel's own default otherwise, saying why; `predictions` stays the theory's (what tune seeds
-from). Where the learned sources would extrapolate on the kernel's space (`gaps`: a tile they
-size that it does not tune), the kernel's own default is served instead, saying why."""
+from: where every rule is declined, the observed database's seed and the declined rule's config,
+which `predict` does not serve, the chain's next source answering instead). Where the learned
+sources would extrapolate on the kernel's space (`gaps`: a tile they size that it does not
+tune), the kernel's own default is served instead, saying why."""
 from __future__ import annotations
 
 import dataclasses
