@@ -44,6 +44,14 @@ def function_source(libsrc: Path, dotted_module: str, name: str) -> str:
     raise SystemExit(f"{path}: no top-level function {name}")
 
 
+def origin_source(libsrc: Path, meta: dict, where: object) -> str:
+    """The source of the library function a dataset's `meta.origin` names, read under `libsrc`."""
+    m = _ORIGIN.search(str(meta.get("origin", "")))
+    if not m:
+        raise SystemExit(f"{where}: meta.origin names no module.function")
+    return function_source(libsrc, m.group(1), m.group(2))
+
+
 def header_lines(path: Path) -> tuple[dict, bytes]:
     """(the header, the rest of the file's bytes, unparsed)."""
     with gzip.open(path, "rb") as f:
@@ -70,10 +78,7 @@ def fill(libsrc: Path, kernel: str, gpu: str = "h100", write: bool = True) -> di
     got: dict[str, str] | None = None
     for p in paths:
         head, rest = header_lines(p)
-        m = _ORIGIN.search(str(head.get("meta", {}).get("origin", "")))
-        if not m:
-            raise SystemExit(f"{p}: meta.origin names no module.function")
-        src = function_source(libsrc, m.group(1), m.group(2))
+        src = origin_source(libsrc, head.get("meta", {}), p)
         facts = source_facts(src, Space.from_dict(head["space"]))
         if got is not None and facts != got:
             raise SystemExit(f"{p}: facts {facts} differ from the kernel's other datasets' {got}")

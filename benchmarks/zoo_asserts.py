@@ -5,63 +5,59 @@ the head at compile time. Live, the decorator and `patch_triton` read such asser
 kernel's source with the call's values (`abductune.autotune.asserts`) and record mode writes them
 into a new dataset's header; datasets recorded before that (FlagGems' attention, session 23)
 carry none, so a replay or a zero-shot judged on them could pick a config that the live path
-never would. This reads the kernel's source from an installed copy of the library (read, never
-copied), fills each assertion with the call's values taken from the problem's dims, and writes the
-constraints into each header. Records that fail them are taken out of the file (a record outside
-its header's space is dropped, with a warning, on every read), only where each one is a recorded
-failure, which the assertion explains; their count goes into the header (`meta.asserts`). A
-measured record that fails a constraint stops the script: the assertion would not be what failed.
+never would. This reads the kernel's source from an unpacked copy of the library (the function
+each header's `meta.origin` names, as `source_facts.py` does; read, never copied), fills each
+assertion with the call's values taken from the problem's dims, and writes the constraints into
+each header. Records that fail them are taken out of the file (a record outside its header's
+space is dropped, with a warning, on every read), only where each one is a recorded failure,
+which the assertion explains; their count goes into the header (`meta.asserts`). A measured
+record that fails a constraint stops the script: the assertion would not be what failed.
 
-    python benchmarks/zoo_asserts.py --source /path/to/flag_gems/ops/attention.py --function _attn_fwd \
-        --value HEAD_DIM=head_dim src/abductune/datasets/zoo_data/h100/flaggems_attn_fwd_bf16/*.jsonl.gz
+    python benchmarks/zoo_asserts.py LIBSRC --value HEAD_DIM=head_dim \
+        src/abductune/datasets/zoo_data/h100/flaggems_attn_fwd_bf16/*.jsonl.gz
+
+LIBSRC holds the unpacked libraries (flag_gems/, ...), as for `source_facts.py`.
 """
 from __future__ import annotations
 
 import argparse
-import ast
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from abductune.autotune.asserts import assert_constraints, kernel_asserts  # noqa: E402
 from abductune.datasets.format import read_dataset, write_dataset  # noqa: E402
 from abductune.space import parse_constraint  # noqa: E402
-
-
-def function_source(path: str, name: str) -> str:
-    """The source of the function `name` defined in the file at `path` (at any depth)."""
-    text = Path(path).read_text()
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
-            return ast.get_source_segment(text, node) or ""
-    raise SystemExit(f"{path} defines no function {name!r}")
+from abductune.theory.store.scope import kernel_def  # noqa: E402
+from source_facts import origin_source  # noqa: E402
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("libsrc", help="the unpacked libraries (flag_gems/, ...)")
     ap.add_argument("datasets", nargs="+")
-    ap.add_argument("--source", required=True, help="the library file that defines the kernel")
-    ap.add_argument("--function", required=True, help="the kernel's name in that file")
     ap.add_argument("--value", action="append", default=[], metavar="NAME=DIM",
                     help="an argument of the call and the problem dim it equals (HEAD_DIM=head_dim)")
     ap.add_argument("--dry-run", action="store_true", help="print the constraints, write nothing")
     a = ap.parse_args()
-    conds = kernel_asserts(function_source(a.source, a.function))
-    if not conds:
-        raise SystemExit(f"{a.function} has no top-level tl.static_assert")
     pairs = [v.split("=", 1) for v in a.value]
     for path in a.datasets:
         ds = read_dataset(path)
+        src = origin_source(Path(a.libsrc), ds.meta, path)
+        conds = kernel_asserts(src)
+        if not conds:
+            raise SystemExit(f"{path}: the kernel has no top-level tl.static_assert")
         values = {name: int(ds.problem.dims[dim]) for name, dim in pairs}
         found = assert_constraints(conds, ds.space(), values)
         have = list(ds.space_dict.get("constraints") or [])
         new = [c for c in found if c not in have]
-        failing = []
-        if new:
-            checks = [parse_constraint(c, ds.space().names) for c in new]
-            failing = [m for m in ds.records if not all(chk(m.config) for chk in checks)]
+        checks = [parse_constraint(c, ds.space().names) for c in new]
+        kept, failing = [], []
+        for m in ds.records:
+            (kept if all(chk(m.config) for chk in checks) else failing).append(m)
         print(f"{path}: {values} -> {new or 'nothing new'}" + (f" ({len(failing)} records fail it)" if new else ""))
         measured = [m for m in failing if m.time_ms is not None]
         if measured:
@@ -69,9 +65,8 @@ def main() -> int:
                              "the assertion is not what failed; nothing written")
         if new and not a.dry_run:
             meta = {**ds.meta, "asserts": {"constraints": have + new, "records_removed": len(failing),
-                                           "from": f"{a.function}'s tl.static_assert, {dict(pairs)}",
+                                           "from": f"{kernel_def(src).name}'s tl.static_assert, {dict(pairs)}",
                                            "command": "benchmarks/zoo_asserts.py"}}
-            kept = [m for m in ds.records if m not in failing]
             write_dataset(replace(ds, space_dict={**ds.space_dict, "constraints": have + new}, records=kept,
                                   meta=meta), path)
     return 0
