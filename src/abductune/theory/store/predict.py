@@ -165,14 +165,13 @@ def source_answers(source: str, problem: Problem, space: Space, c: Classificatio
         return _ranked(problem, space, exclude, c.kernel_class, said=said, pooled=True), []
     if source != "theory":
         raise AbductuneError(f"unknown zero-shot source {source!r}: ranker or theory")
-    theory, passed = [], []
-    for p in predictions(problem, space, book=book, exclude=exclude):
-        if p.source != "theory":
-            # every rule declined is no answer: the chain's next source answers, not the seeds a
-            # tune falls back on (the observed database, learned on other kernels with no record
-            # of the conditions it held under); the rules' reasons go with what is served
-            passed += p.declined
-            continue
+    theory: list[Prediction] = []
+    got, declined = _judged(problem, space, book, exclude)
+    # every rule declined is no answer: the chain's next source answers, not the seeds a tune
+    # falls back on (`predictions`' fallback: the observed database, learned on other kernels with
+    # no record of the conditions it held under); the rules' reasons go with what is served
+    passed = [] if got else [declined_line(r, why) for r, why, _ in declined]
+    for p in got:
         why = gaps.rule_gap(p.rule, problem, space, c) if p.rule else None
         (passed.append(declined_line(p.rule, why)) if why else theory.append(p))
     passed = list(dict.fromkeys(passed))
@@ -245,16 +244,23 @@ def predictions(problem: Problem, space: Space, *, book: TheoryBook | None = Non
     conditions it was confirmed under (`scope.judge`), `fallback` serves the next sources a
     tune would seed from (the observed database, then the heuristics), as predictions that
     say which rules were declined and why, rather than a rule extrapolated past its reason."""
+    got, declined = _judged(problem, space, book, exclude)
+    if got or not declined or not fallback:
+        return got
+    return _next_source(problem, space, holdouts(exclude), declined)
+
+
+def _judged(problem: Problem, space: Space, book: TheoryBook | None, exclude: Any
+            ) -> tuple[list[Prediction], list[tuple[TheoryRule, str, Prediction]]]:
+    """`TheoryBook.judged` on the book that may answer under `exclude` (the packaged one, or
+    its rules learned without what the holdouts cover)."""
     book = book if book is not None else packaged_book()
     holds = holdouts(exclude)
     hold = holds[0] if len(holds) == 1 else None
     if holds and any(r.learned_from_problem(h) for _, r in book.candidates(problem, space) for h in holds):
         held = book.held_out.get(shape_id(hold.problem)) if hold is not None and hold.level == "shape" else None
         book = held if held is not None else _relearned(holds, classify(problem, space))
-    got, declined = book.judged(problem, space, exclude=hold)
-    if got or not declined or not fallback:
-        return got
-    return _next_source(problem, space, holds, declined)
+    return book.judged(problem, space, exclude=hold)
 
 
 def _next_source(problem: Problem, space: Space, hold: "tuple[Holdout, ...]",
