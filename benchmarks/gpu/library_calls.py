@@ -13,7 +13,7 @@ import os
 
 import torch
 from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL, FLAGGEMS_BMM_BMNK,
-                            FLAGGEMS_CONV2D, FLAGGEMS_NORM_MN,
+                            FLAGGEMS_CONV2D, FLAGGEMS_KRON, FLAGGEMS_MAXPOOL, FLAGGEMS_NORM_MN,
                             FLAGGEMS_UPSAMPLE, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
                             FLAGGEMS_RMS_N, FLAGGEMS_RMS_ROWS, FLAGGEMS_SMX_BWD_MN, FLAGGEMS_VAR_MEAN_MN,
                             GDN_SHAPES, GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS)
@@ -289,3 +289,37 @@ def flaggems_pool() -> None:
         x = torch.randn(n, c, hw, hw, device="cuda", dtype=torch.bfloat16, generator=g)
         _check(f"flaggems avg_pool2d N{n} C{c} {hw}x{hw} k{k} s{s} p{p}", flag_gems.avg_pool2d(x, k, s, p),
                f.avg_pool2d(x.float(), k, s, p), 1e-2)
+
+
+def flaggems_maxpool() -> None:
+    """FlagGems' 2-D max pooling forward with indices (`max_pool2d_forward_kernel`: a BLOCK_H x
+    BLOCK_W tile of one plane's outputs per program, the window's taps unrolled, the maximum and
+    its flat input index written; keyed by the output size, kernel and stride) through
+    `flag_gems.max_pool2d_with_indices`, bf16."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    f = torch.nn.functional
+    for n, c, hw, k, s, p in _pick(FLAGGEMS_MAXPOOL):
+        x = torch.randn(n, c, hw, hw, device="cuda", dtype=torch.bfloat16, generator=g)
+        out, idx = flag_gems.max_pool2d_with_indices(x, k, s, p)
+        want, want_idx = f.max_pool2d(x.float(), k, s, p, return_indices=True)
+        _check(f"flaggems max_pool2d N{n} C{c} {hw}x{hw} k{k} s{s} p{p}", out, want, 1e-2)
+        # ties (equal bf16 values in one window) may pick another index; the values must agree there
+        picked = x.flatten(2).gather(2, idx.flatten(2)).view_as(out)
+        _check(f"flaggems max_pool2d indices N{n} C{c}", picked, want, 1e-2)
+
+
+def flaggems_kron() -> None:
+    """FlagGems' Kronecker product of two matrices (`kron_kernel_for_batch_size_1`: a BLOCK_M x
+    BLOCK_N tile of the output per program, each element a product of one element of A and one
+    of B gathered by division and remainder; keyed by the output's M and N) through
+    `flag_gems.kron`, bf16."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for m1, n1, m2, n2 in _pick(FLAGGEMS_KRON):
+        a = torch.randn(m1, n1, device="cuda", dtype=torch.bfloat16, generator=g)
+        b = torch.randn(m2, n2, device="cuda", dtype=torch.bfloat16, generator=g)
+        _check(f"flaggems kron {m1}x{n1} (x) {m2}x{n2}", flag_gems.kron(a, b), torch.kron(a.float(), b.float()), 1e-2)
+

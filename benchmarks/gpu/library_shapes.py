@@ -52,3 +52,10 @@ FLAGGEMS_ATTN = ((4, 32, 2048, 128), (8, 16, 1024, 64), (2, 16, 8192, 128), (8, 
 # carries the output size, kernel and stride, not batch or channels. A ResNet-stem-like 3x3/2 pool
 # on 112 x 112, a DenseNet transition's 2x2/2 pool, and an Inception branch's 3x3/1 pool on 35 x 35
 FLAGGEMS_AVGPOOL = ((32, 64, 112, 3, 2, 1), (64, 128, 56, 2, 2, 0), (32, 256, 35, 3, 1, 1))
+# FlagGems' 2-D max pooling with indices, forward, bf16: (batch, channels, input height = width, kernel,
+# stride, padding). A ResNet stem's 3x3 stride-2 pool, a 2x2 stride-2 pool on the same shape as the
+# average pool's DenseNet one, and a VGG-like 2x2 stride-2 pool over 512 channels
+FLAGGEMS_MAXPOOL = ((32, 64, 112, 3, 2, 1), (64, 128, 56, 2, 2, 0), (16, 512, 28, 2, 2, 0))
+# FlagGems' Kronecker product of two bf16 matrices: (M1, N1, M2, N2), A is M1 x N1 and B M2 x N2; the
+# autotuner's key is the output's M1*M2 x N1*N2, so each pair has its own output size
+FLAGGEMS_KRON = ((64, 64, 64, 64), (32, 128, 128, 64), (16, 16, 128, 512))
