@@ -22,7 +22,7 @@ from abductune.datasets.format import read_dataset, write_dataset  # noqa: E402
 from abductune.measurement import Measurement  # noqa: E402
 from library_shapes import DYT_ROWS as ROWS  # noqa: E402
 from library_shapes import FLAGGEMS_BMM_BMNK, FLAGGEMS_RMS_ROWS, GLA_CHUNK, GLA_SHAPES  # noqa: E402
-from library_shapes import FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL  # noqa: E402
+from library_shapes import FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL, FLAGGEMS_KRON, FLAGGEMS_MAXPOOL  # noqa: E402
 from library_shapes import GDN_CHUNK, GDN_SHAPES  # noqa: E402
 from library_shapes import MOE_LAYERS as _MOE_CALLS  # noqa: E402
 
@@ -245,11 +245,46 @@ def _fg_pool(p):
         "kernel": k, "stride": s}, flops=float(out * k * k), min_bytes=2.0 * (n * c * hw * hw + out))
 
 
+# flaggems_maxpool's shapes keyed as its key is (out_h, out_w, kernel_h, kernel_w, stride_h, stride_w)
+MAXPOOL = {(_pool_out(hw, k, s, pad), _pool_out(hw, k, s, pad), k, k, s, s): (n, c, hw, pad)
+           for n, c, hw, k, s, pad in FLAGGEMS_MAXPOOL}
+
+
+def _fg_maxpool(p):
+    # a k x k window per output: k*k compares; each input read once, each output written once
+    # (bf16) with its int64 flat index beside it; `other` as the average pool (abductune's own
+    # inference); batch and channels come from the call, the padding is stated in meta.call
+    d = p.dims
+    n, c, hw, pad = MAXPOOL[tuple(d[k] for k in ("out_h", "out_w", "kernel_h", "kernel_w", "stride_h", "stride_w"))]
+    k, s, out = d["kernel_h"], d["stride_h"], n * c * d["out_h"] * d["out_w"]
+    return "flaggems_max_pool2d_bf16", replace(p, kernel_class="other", dims={
+        "batch": n, "channels": c, "in_h": hw, "in_w": hw, "out_h": d["out_h"], "out_w": d["out_w"],
+        "kernel": k, "stride": s}, flops=float(out * k * k), min_bytes=2.0 * (n * c * hw * hw + out) + 8.0 * out)
+
+
+# flaggems_kron's pairs keyed as its key is (M, N) of the output: (M1, N1, M2, N2)
+KRON = {(m1 * m2, n1 * n2): (m1, n1, m2, n2) for m1, n1, m2, n2 in FLAGGEMS_KRON}
+
+
+def _fg_kron(p):
+    # one multiply per output element; A and B read (small, cached), the output written once (bf16).
+    # An elementwise gather-multiply over a 2-D tile of the output
+    m, n = p.dims["M"], p.dims["N"]
+    m1, n1, m2, n2 = KRON[(m, n)]
+    return "flaggems_kron_bf16", replace(p, kernel_class="elementwise", dims={"M": m, "N": n},
+                                         flops=float(m * n), min_bytes=2.0 * (m * n + m1 * n1 + m2 * n2))
+
+
 # what the call passed that neither the key nor the dims say (kernel -> problem dims -> meta.call)
 CALLS = {"_attn_fwd": lambda dims: {"is_causal": False, "attn_mask": None, "kv_heads": dims["heads"]},
          "avg_pool2d_forward_kernel": lambda dims: {
              "padding": POOL[(dims["out_h"], dims["out_w"], dims["kernel"], dims["kernel"], dims["stride"],
-                              dims["stride"])][3], "count_include_pad": True, "ceil_mode": False}}
+                              dims["stride"])][3], "count_include_pad": True, "ceil_mode": False},
+         "max_pool2d_forward_kernel": lambda dims: {
+             "padding": MAXPOOL[(dims["out_h"], dims["out_w"], dims["kernel"], dims["kernel"], dims["stride"],
+                                 dims["stride"])][3], "dilation": 1, "ceil_mode": False},
+         "kron_kernel_for_batch_size_1": lambda dims: dict(zip(("M1", "N1", "M2", "N2"),
+                                                               KRON[(dims["M"], dims["N"])]))}
 
 
 CONV_ROLES = {"BLOCK_NI_HO_WO": "tile:M", "BLOCK_CO": "tile:N", "BLOCK_CI": "tile:K"}
@@ -269,7 +304,8 @@ KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "recompute_w_u_fwd_kernel": lambda p: _gdn(p, "wy"),
            "chunk_gated_delta_rule_fwd_kernel_h_blockdim64": lambda p: _gdn(p, "h"),
            "chunk_fwd_kernel_o": lambda p: _gdn(p, "o"),
-           "_attn_fwd": _fg_attn, "avg_pool2d_forward_kernel": _fg_pool}
+           "_attn_fwd": _fg_attn, "avg_pool2d_forward_kernel": _fg_pool,
+           "max_pool2d_forward_kernel": _fg_maxpool, "kron_kernel_for_batch_size_1": _fg_kron}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
 RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul"),
@@ -289,13 +325,30 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "conv2d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.conv2d"),
             "_attn_fwd": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.scaled_dot_product_attention"),
             "avg_pool2d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.avg_pool2d"),
+            "max_pool2d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.max_pool2d_with_indices"),
+            "kron_kernel_for_batch_size_1": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.kron"),
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gated_delta_rule.chunk_gated_delta_rule")
                for k in ("chunk_gated_delta_rule_fwd_kkt_solve_kernel", "recompute_w_u_fwd_kernel",
                          "chunk_gated_delta_rule_fwd_kernel_h_blockdim64", "chunk_fwd_kernel_o")}}
 
 
+UNFINISHED = ("not recorded: its compile had not finished when the device call's time ran out (ptxas "
+              "took minutes on the largest tiles at one or two warps; the ptxas watch killed some at 15-90 s)")
 UNLAUNCHED = ("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered (not launched: "
               "the CUDA context was dead after an earlier config's fault in the same process)")
+
+
+def _unsampled(ds) -> list[dict]:
+    """The configs of a sampled dataset's sample (`sweep.sample_configs`, as the header states
+    it) that have no record."""
+    from abductune.sweep import sample_configs
+
+    smp = ds.meta.get("sample") or {}
+    space = ds.stated_space()
+    want, _ = sample_configs(space, list(ds.meta.get("fixed_configs") or []), size=smp["random"],
+                             seed=smp["seed"], exhaustive_max=0)
+    have = {space.key(m.config) for m in ds.records}
+    return [dict(c) for c in want if space.key(c) not in have]
 
 
 def _unlaunched(ds) -> list[dict]:
@@ -338,6 +391,14 @@ def main() -> None:
                 records += [Measurement(c, "runtime_error", compile_s=0.0, bench_s=0.0, error=UNLAUNCHED)
                             for c in missing]
                 meta["unlaunched_after_fault"] = len(missing)
+            unfinished = _unsampled(ds) if ds.restricted_to_records and ds.meta.get("sample") else []
+            if unfinished:
+                # a sampled key whose recording ran out of device time on its slowest compiles: the
+                # sample's configs without a record are stated as timeouts (a live tuner pays for them
+                # the same way), so the replay's space is the sample, not the sample minus its worst
+                records += [Measurement(c, "timeout", compile_s=0.0, bench_s=0.0, error=UNFINISHED)
+                            for c in unfinished]
+                meta["unfinished_compiles"] = len(unfinished)
             ds = replace(ds, problem=problem, space_dict=space, _space=None, records=records, meta=meta)
             # MoE keys name (H_dim, I_dim); its datasets are named for the GEMM's own dims
             stem = ("_".join(f"{k}{v}" for k, v in problem.dims.items())
