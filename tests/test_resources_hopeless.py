@@ -36,3 +36,30 @@ def test_a_space_without_roles_is_never_called_hopeless():
     problem, _ = _mm()
     bare = Space([Choice("A", [64, 128, 256]), Choice("B", [1, 2])])
     assert hopeless(problem, bare, {"A": 256, "B": 1}) is None
+
+
+def test_a_tile_without_an_accumulator_past_twice_the_register_file_is_hopeless():
+    # FlagGems' kron (session 25): a BLOCK_M x BLOCK_N tile of an elementwise map. 16 x 4,096 on
+    # two warps holds 1,024 values a thread (ptxas ran for minutes on it); 1 x 512 holds 8
+    hw = lookup("H100-SXM")
+    problem = Problem("kron", "elementwise", {"M": 4096, "N": 4096}, dtypes={"c": "bf16"}, hardware=hw)
+    space = Space([Choice("BLOCK_M", [1, 2, 4, 8, 16], role="tile:M"),
+                   Choice("BLOCK_N", [512, 1024, 2048, 4096], role="tile:N"),
+                   Choice("num_warps", [2, 4, 8, 16], role="warps")])
+    why = hopeless(problem, space, {"BLOCK_M": 16, "BLOCK_N": 4096, "num_warps": 2})
+    assert why and "1024 values per thread" in why
+    assert hopeless(problem, space, {"BLOCK_M": 1, "BLOCK_N": 512, "num_warps": 2}) is None
+    # just past twice the register file (512 values a thread) it is not compiled; 256 is tried
+    assert hopeless(problem, space, {"BLOCK_M": 8, "BLOCK_N": 4096, "num_warps": 2}) is not None
+    assert hopeless(problem, space, {"BLOCK_M": 8, "BLOCK_N": 2048, "num_warps": 2}) is None
+
+
+def test_three_tiles_without_an_accumulator_count_the_largest_pair_held_at_once():
+    # a chunked kernel tiling a product under its own names (BT x BK x BV): its registers hold 2-D
+    # slices, so the product of all three (2 M values a thread here) would call every config hopeless
+    hw = lookup("H100-SXM")
+    problem = Problem("chunk", "other", {"T": 4096, "K": 128, "V": 128}, dtypes={"q": "bf16"}, hardware=hw)
+    space = Space([Choice("BT", [64, 128], role="tile:T"), Choice("BK", [64, 128], role="tile:K2"),
+                   Choice("BV", [64, 128], role="tile:V"), Choice("num_warps", [4, 8], role="warps")])
+    assert hopeless(problem, space, {"BT": 128, "BK": 128, "BV": 128, "num_warps": 4}) is None  # 128 a thread
+    assert hopeless(problem, space, {"BT": 128, "BK": 128, "BV": 128, "num_warps": 1}) is not None  # 512

@@ -257,7 +257,9 @@ def hopeless(problem: Problem, space: Space, config: Mapping[str, Any]) -> str |
     most of it lives in local memory. Such configs run many times slower than their neighbours
     and ptxas takes tens of seconds to minutes on them (on the H100 a 128 x 256 bf16 product tile
     on 2 warps, 512 values a thread, compiled in 17 s and spilled 4.6 KB; a larger one did not
-    finish compiling in 150 s). The bound is the register file's, not fitted: growth beyond a
+    finish compiling in 150 s). Where the model knows no accumulator (an elementwise block, a
+    pooled tile, a row block), the largest 2-D tile the program holds counts instead
+    (`tile_values_per_thread`). The bound is the register file's, not fitted: growth beyond a
     config list and record mode's samples skip them; a config the user listed is still tried."""
     fp = footprint(problem, space, config)
     cap = fp.reg_cap or MAX_REGS_PER_THREAD
@@ -265,7 +267,36 @@ def hopeless(problem: Problem, space: Space, config: Mapping[str, Any]) -> str |
     if need is not None and need > HOPELESS_REGS_X * cap:
         return (f"about {need:g} accumulator registers per thread, over {HOPELESS_REGS_X} times the {cap} a "
                 "thread can have: most would spill, and ptxas takes minutes on such configs")
+    if need is None and (held := tile_values_per_thread(space, config, fp.threads)) is not None \
+            and held > HOPELESS_REGS_X * cap:
+        return (f"a tile of about {held:g} values per thread, over {HOPELESS_REGS_X} times the {cap} registers a "
+                "thread can have: most would spill, and ptxas takes minutes on such configs")
     return None
+
+
+def tile_values_per_thread(space: Space, config: Mapping[str, Any], threads: int | None) -> float | None:
+    """Values of the largest 2-D tile a program holds, per thread: where the resource model
+    knows no product or attention (`footprint`: no accumulator estimate), a program holds its
+    tile in registers while it works on it (an elementwise block, a pooled window's outputs, a
+    row block), one value at least a register. With one or two tile parameters that is their
+    product; with more (a kernel that tiles a product under other names, FlagGems' kron has
+    two, fla's chunked kernels BK x BV plus a fixed chunk) only the largest pair is held at
+    once, as a product's accumulator is, so this is a lower bound either way. None without
+    tiles or threads. Session 25: FlagGems' kron at 16 x 4,096 on two warps (1,024 values a
+    thread) and its max pool at 128 x 128 on one held ptxas for minutes each while recording;
+    across the zoo's and the bundled kernels without an accumulator estimate, no config past
+    twice the register file ran within 7x of its shape's optimum."""
+    tiles = [int(config[p.name]) for p in space.params
+             if p.role and (p.role == "tile" or p.role.startswith("tile:")) and p.name in config
+             and isinstance(config[p.name], (int, float)) and not isinstance(config[p.name], bool)
+             and config[p.name] > 0]
+    if not tiles or not threads:
+        return None
+    if len(tiles) <= 2:
+        held = math.prod(tiles)
+    else:
+        held = max(a * b for i, a in enumerate(tiles) for b in tiles[i + 1:])
+    return held / threads
 
 
 def trouble(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | None:
