@@ -63,6 +63,23 @@ def test_the_chain_serves_only_where_it_beat_the_defaults(tmp_path):
     assert choice.order_for("matmul", (), CHAIN, path=tmp_path / "absent.json") is None
 
 
+def test_one_kernel_with_a_poor_default_cannot_carry_the_choice_alone(tmp_path):
+    # session 25: one kernel whose own default is 2.9x its optimum put the learned chain ahead on
+    # the mean while it lost on the others; the chain must also win on more kernels than it loses
+    ks = {f"ew_{c}": ("elementwise", c) for c in "abc"}
+    carried = evidence(tmp_path, ks, {"ew_a": entry([2.0], [None], [2.9]), "ew_b": entry([1.06], [None], [1.02]),
+                                      "ew_c": entry([1.05], [None], [1.01])}, name="carried.json")
+    c = choice.order_for("elementwise", (), CHAIN, path=carried)
+    assert c.score["ranker > theory"] < c.score["default"] / 1.005  # ahead on the mean ...
+    assert c.sources == ()  # ... but behind on two of three kernels: the default is served
+    assert choice.ranker_trusted("elementwise", (), path=carried) is False
+    # ahead on two of three, the same poor default among them: the chain is served
+    most = evidence(tmp_path, ks, {"ew_a": entry([2.0], [None], [2.9]), "ew_b": entry([1.00], [None], [1.02]),
+                                   "ew_c": entry([1.05], [None], [1.01])}, name="most.json")
+    assert choice.order_for("elementwise", (), CHAIN, path=most).sources == CHAIN
+    assert choice.ranker_trusted("elementwise", (), path=most) is True
+
+
 def test_a_kernel_holdout_is_judged_on_answers_learned_without_it_and_its_group(tmp_path):
     """Holding out mm_a_fp16 takes the "without" entry (answers learned without it) and leaves
     out mm_a_bf16 (the same kernel up to its dtype); a new kernel gets every kernel's answers."""
