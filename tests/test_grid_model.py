@@ -108,33 +108,16 @@ def test_row_wise_map_launches_rows_times_column_blocks():
     assert grid_tiles(pb, sp, {**cfg, "BLOCK_COLS": 8192})[0] == 4096  # a block past the row: one per row
 
 
-def test_a_map_over_rows_and_columns_counts_every_element_and_launches_a_program_per_row_and_block():
-    # Liger's DyT: dims rows and "N". Before session 25 the elementwise class read N alone as
-    # numel (1,024 elements for a 4,096 x 1,024 map) and its BLOCK_N covered nothing, so no grid
-    # was known; now numel is rows x N, BLOCK_N covers N, and the rows no tile covers are grid axes
+def test_a_tile_named_as_the_problem_spells_a_renamed_dim_only_with_the_switch(monkeypatch):
+    # Liger's DyT: dims rows and "N", which the elementwise class reads as numel
     pb, sp = column_blocks(4096, 1024, "N")
     cfg = {"BLOCK_N": 512, "num_warps": 4, "num_stages": 1}
-    cls = classify(pb, sp)
-    assert cls.dims == {"numel": 4096 * 1024, "rows": 4096, "N": 1024} and cls.spelled == {}
-    assert tile_dim_name("tile:N", cls) == "N"
+    assert classify(pb, sp).spelled == {"N": "numel"}
+    assert tile_dim_name("tile:N", classify(pb, sp)) is None  # off: no tile known, no grid, as before
+    assert grid_tiles(pb, sp, cfg) == (None, {})
+    monkeypatch.setattr(classify_module, "TILES_BY_SPELLING", True)
+    assert tile_dim_name("tile:N", classify(pb, sp)) == "numel"
     assert grid_tiles(pb, sp, cfg) == (4096 * 2, {"tile:N": 2})
-
-
-def test_a_two_axis_elementwise_tile_covers_both_axes_and_the_product_is_the_element_count():
-    # FlagGems' kron: a BLOCK_M x BLOCK_N tile of an M x N output (session 25)
-    pb = Problem("kron_test", "elementwise", {"M": 4096, "N": 2048}, {"a": "bf16"}, flops=4096.0 * 2048,
-                 min_bytes=2.0 * 4096 * 2048, hardware=H100)
-    sp = Space([Pow2("BLOCK_M", 1, 16, default=8), Pow2("BLOCK_N", 512, 4096, default=2048),
-                Choice("num_warps", [2, 4, 8, 16], default=4)], name="kron_test")
-    cls = classify(pb, sp)
-    assert cls.dims["numel"] == 4096 * 2048
-    assert (tile_dim_name("tile:M", cls), tile_dim_name("tile:N", cls)) == ("M", "N")
-    assert grid_tiles(pb, sp, {"BLOCK_M": 8, "BLOCK_N": 1024, "num_warps": 4}) == (512 * 2, {"tile:M": 512,
-                                                                                          "tile:N": 2})
-    # a dim that counts the elements itself, or axes the class does not know, are left as they were
-    assert classify(Problem("x", "elementwise", {"numel": 100, "N": 10}, {}), None).dims["numel"] == 100
-    rope = classify(Problem("x", "elementwise", {"tokens": 8, "heads": 4, "kv_heads": 2, "head_dim": 64}, {}), None)
-    assert "numel" not in rope.dims
 
 
 def test_moe_matmul_tiles_its_tokens_per_expert():
@@ -196,9 +179,7 @@ def test_with_the_switch_off_the_grid_counts_tiled_dims_only(monkeypatch):
     assert grid_tiles(pb, sp, ATTN)[0] == 32 * 64  # both sequence tiles counted as grid tiles
     assert diagnose(measured(ATTN), pb, sp).k_trips is None
     assert grid_tiles(moe, matmul_space(), mm)[0] == 1 * 20
-    # an elementwise map's rows are an axis of its output, counted either way since session 25
-    # (`classify.elementwise_axes`), as a bmm's batch is
-    assert grid_tiles(rows_pb, rows_sp, {"BLOCK_COLS": 512, "num_warps": 4, "num_stages": 1})[0] == 8192
+    assert grid_tiles(rows_pb, rows_sp, {"BLOCK_COLS": 512, "num_warps": 4, "num_stages": 1})[0] == 2
     # a row kernel whose only tile walks the row: one program per row, either way
     row_only = Space([Pow2("BLOCK_N", 128, 4096, default=1024), Choice("num_warps", [4, 8], default=4)])
     pb = Problem("rows_user", "row_reduction", {"rows": 300, "cols": 4096}, hardware=H100)

@@ -307,20 +307,6 @@ def test_row_and_elementwise_seeds():
     assert elementwise_block(1000, 132) == 256 and elementwise_block(1 << 30, 132) == 4096
 
 
-def test_elementwise_seed_spreads_its_block_over_a_two_axis_tile():
-    # FlagGems' kron (session 25): BLOCK_M x BLOCK_N of an M x N output. The block (4,096 for
-    # 16.8 M elements) goes to the contiguous last axis first, what is left to the axis before
-    # it; before, "@tile" matched no parameter, so the seed was the space default with 2 warps
-    sp = Space([Pow2("BLOCK_M", 1, 16, default=8), Pow2("BLOCK_N", 512, 4096, default=2048),
-                Choice("num_warps", [2, 4, 8, 16], default=16)], name="kron_test")
-    pb = Problem("kron_test", "elementwise", {"M": 4096, "N": 4096}, {"a": "bf16"}, hardware=H100)
-    s = seeds_by_name(pb, sp)["elementwise"]
-    assert (s["BLOCK_M"], s["BLOCK_N"], s["num_warps"]) == (1, 4096, 8)
-    narrow = Problem("kron_test", "elementwise", {"M": 8192, "N": 1024}, {"a": "bf16"}, hardware=H100)
-    s = seeds_by_name(narrow, sp)["elementwise"]
-    assert (s["BLOCK_M"], s["BLOCK_N"], s["num_warps"]) == (4, 1024, 8)
-
-
 def test_builtin_seeds_fit_the_real_kernel_spaces():
     kernels = pytest.importorskip("abductune.kernels")
     pytest.importorskip("triton")

@@ -175,8 +175,6 @@ def _canonical(kernel_class: str, dims: Mapping[str, int]) -> tuple[dict[str, in
     aliases = _ALIASES.get(kernel_class)
     if not aliases:
         return {k: int(v) for k, v in dims.items()}, {}
-    if kernel_class == "elementwise" and (grid := _elementwise_extents(dims)) is not None:
-        return grid, {}
     by_norm = {_norm(k): k for k in dims}
     out: dict[str, int] = {}
     used: dict[str, str] = {}
@@ -199,34 +197,6 @@ def _canonical(kernel_class: str, dims: Mapping[str, int]) -> tuple[dict[str, in
         if k not in used and _norm(k) not in _PACK_DIMS:
             out.setdefault(k, int(v))
     return out, {k: c for k, c in used.items() if k != c}
-
-
-# the names that say a dim counts every element of an elementwise problem (not an axis of it)
-_NUMEL_NAMES = ("numel", "size", "nelements")
-
-
-def _elementwise_extents(dims: Mapping[str, int]) -> dict[str, int] | None:
-    """An elementwise map over a multi-axis output (FlagGems' kron over M x N, Liger's DyT over
-    rows x N), read as one: `numel` is the product of its axes, and each axis keeps its own
-    name, so a tile named for it covers it (`_dim_named`) and the launch grid counts the axes
-    no tile covers (`theory.diagnose.grid_tiles`). Before, the alias "n" read N alone as the
-    element count, so a 4,096 x 4,096 map was sized as 4,096 elements (session 25, kron). None
-    where a dim already counts the elements (`_NUMEL_NAMES`), where there is one axis (the
-    aliases read it), or where an axis is not a plain extent: every dim must be one the
-    class's aliases or the independent-dim names know (RoPE's heads beside kv_heads count two
-    tensors' axes, not one output's)."""
-    axes = {k: int(v) for k, v in dims.items() if _norm(k) not in _PACK_DIMS}
-    if len(axes) < 2 or any(_norm(k) in _NUMEL_NAMES for k in axes):
-        return None
-    known = set(_ALIASES["elementwise"]["numel"]) | set(_INDEPENDENT_NAMES) | {"m", "cols", "ncols"}
-    if not all(_norm(k) in known and v > 0 for k, v in axes.items()):
-        return None
-    numel = 1
-    for v in axes.values():
-        numel *= v
-    out = {"numel": numel, **axes}
-    out.update({k: int(v) for k, v in dims.items() if k not in out})
-    return out
 
 
 def has_canonical_dims(kernel_class: str, dims: Mapping[str, int]) -> bool:
@@ -481,18 +451,6 @@ def batch_dims(cls: Classification) -> tuple[str, ...]:
     for every other class and for a product without one."""
     names = _BATCHED.get(cls.kernel_class, ())
     return tuple(k for k in independent_dims(cls) if _norm(k) in names)
-
-
-def elementwise_axes(cls: Classification) -> tuple[str, ...]:
-    """The axes of an elementwise map over several of them (`_elementwise_extents`: its numel
-    is their product), in the problem's order; () for every other class and problem."""
-    if cls.kernel_class != "elementwise" or "numel" not in cls.dims:
-        return ()
-    axes = tuple(k for k in cls.dims if k != "numel" and _norm(k) not in _PACK_DIMS)
-    n = 1
-    for k in axes:
-        n *= int(cls.dims[k])
-    return axes if len(axes) > 1 and n == int(cls.dims["numel"]) else ()
 
 
 def partitioned_dim(cls: Classification) -> tuple[str, str] | None:

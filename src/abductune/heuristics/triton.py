@@ -208,41 +208,12 @@ class Elementwise(AutotunerHeuristic):
 
     def get_seed_config(self, problem: Problem, hardware: HardwareInfo | None,
                         space: Space) -> Mapping[str, Any] | None:
-        cls = classify(problem, space)
-        d = cls.dims
+        d = classify(problem).dims
         if "numel" not in d:
             return None
         block = elementwise_block(d["numel"], sm_count(hardware))
-        for role in ("tile:X", "tile"):
-            if len([p for p in space.params if p.role == role]) == 1:
-                return {f"@{role}": block, "@warps": max(2, min(8, block // 256))}
-        return _split_block(space, cls, block)
-
-
-def _split_block(space: Space, cls: Any, block: int) -> dict[str, Any] | None:
-    """An elementwise block spread over a multi-axis tile (FlagGems' kron: BLOCK_M x BLOCK_N of
-    an M x N output): the tile along the output's last axis, which is contiguous in memory
-    (row-major), takes as much of the block as the axis holds, and the axes before it share
-    the rest, last first; warps follow the elements the tile ends up holding. None when no
-    tile covers an axis."""
-    from ..classify import tile_dim_name
-
-    order = list(cls.dims)
-    tiles = [(order.index(n), p) for p in space.params
-             if (n := tile_dim_name(p.role, cls)) is not None and n != "numel" and n in cls.dims]
-    if not tiles:
-        return None
-    cfg: dict[str, Any] = {}
-    left, elems = block, 1
-    for i, p in sorted(tiles, key=lambda t: -t[0]):
-        cap = max(1, min(left, next_pow2(cls.dims[order[i]])))
-        vals = sorted(v for v in p.values if isinstance(v, int) and v <= cap)
-        t = vals[-1] if vals else min(p.values)
-        cfg[p.name] = t
-        elems *= t
-        left = max(1, left // t)
-    cfg["@warps"] = max(2, min(8, elems // 256))
-    return cfg
+        key = "@tile:X" if space.by_role("tile:X") is not None else "@tile"
+        return {key: block, "@warps": max(2, min(8, block // 256))}
 
 
 BUILTIN = ("decode_gemm", "skinny_gemm", "large_square_gemm_hopper", "row_reduction", "elementwise")

@@ -12,8 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..classify import (batch_dims, classify, elementwise_axes, independent_dims, partitioned_dim, tile_dim,
-                        tile_dim_name)
+from ..classify import batch_dims, classify, independent_dims, partitioned_dim, tile_dim, tile_dim_name
 from ..hardware import HardwareInfo
 from ..measurement import Measurement
 from ..problem import Problem
@@ -212,10 +211,6 @@ def grid_tiles(problem: Problem, space: Space, config: Mapping[str, Any]) -> tup
         # was read as 16 programs where it launches 512, and every rule shrank its tiles)
         own = {tile_dim_name(role, cls) for role in tiled}
         extra += [k for k in batch_dims(cls) if k not in own]
-        # an elementwise map over several axes (`classify._elementwise_extents`: Liger's DyT
-        # launches cdiv(N, BLOCK_N) x rows) runs every index of an axis no tile covers in a
-        # program of its own, as an axis of the output has nothing else to do with it
-        extra += [k for k in elementwise_axes(cls) if k not in own and "numel" not in own]
     for k in extra:
         grid *= int(cls.dims[k])
         any_grid = True
