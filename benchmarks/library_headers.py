@@ -226,40 +226,37 @@ def _pool_out(size: int, k: int, s: int, pad: int) -> int:
     return (size + 2 * pad - k) // s + 1
 
 
-# flaggems_pool's shapes keyed as the key is (out_h, out_w, kernel_h, kernel_w, stride_h, stride_w):
-# (batch, channels, input height = width, padding)
-POOL = {(_pool_out(hw, k, s, pad), _pool_out(hw, k, s, pad), k, k, s, s): (n, c, hw, pad)
-        for n, c, hw, k, s, pad in FLAGGEMS_AVGPOOL}
+def _pool_shapes(shapes) -> dict:
+    """A pooling call's shapes keyed as its autotuner's key is (out_h, out_w, kernel_h, kernel_w,
+    stride_h, stride_w): (batch, channels, input height = width, padding)."""
+    return {(_pool_out(hw, k, s, pad), _pool_out(hw, k, s, pad), k, k, s, s): (n, c, hw, pad)
+            for n, c, hw, k, s, pad in shapes}
 
 
-def _fg_pool(p):
-    # a k x k window per output: k*k adds (the divide not counted); each input read once and each
-    # output written once (bf16), however many windows share an input. abductune files it under
-    # `other` (its own inference: a 2-D windowed reduction, no class fits); batch and channels
-    # (the grid's first axis) come from the call, the padding is stated in meta.call
+POOL, MAXPOOL = _pool_shapes(FLAGGEMS_AVGPOOL), _pool_shapes(FLAGGEMS_MAXPOOL)
+
+
+def _pooled(p, shapes: dict, name: str, index_bytes: float = 0.0):
+    # a k x k window per output: k*k operations; each input read once and each output written
+    # once (bf16), however many windows share an input, with `index_bytes` more per output where
+    # the op writes the window's argmax beside it. abductune files pools under `other` (its own
+    # inference: a 2-D windowed reduction, no class fits); batch and channels (the grid's first
+    # axis) come from the call, the padding is stated in meta.call
     d = p.dims
-    n, c, hw, pad = POOL[tuple(d[k] for k in ("out_h", "out_w", "kernel_h", "kernel_w", "stride_h", "stride_w"))]
+    n, c, hw, pad = shapes[tuple(d[k] for k in ("out_h", "out_w", "kernel_h", "kernel_w", "stride_h", "stride_w"))]
     k, s, out = d["kernel_h"], d["stride_h"], n * c * d["out_h"] * d["out_w"]
-    return "flaggems_avg_pool2d_bf16", replace(p, kernel_class="other", dims={
+    return name, replace(p, kernel_class="other", dims={
         "batch": n, "channels": c, "in_h": hw, "in_w": hw, "out_h": d["out_h"], "out_w": d["out_w"],
-        "kernel": k, "stride": s}, flops=float(out * k * k), min_bytes=2.0 * (n * c * hw * hw + out))
+        "kernel": k, "stride": s}, flops=float(out * k * k),
+        min_bytes=2.0 * (n * c * hw * hw + out) + index_bytes * out)
 
 
-# flaggems_maxpool's shapes keyed as its key is (out_h, out_w, kernel_h, kernel_w, stride_h, stride_w)
-MAXPOOL = {(_pool_out(hw, k, s, pad), _pool_out(hw, k, s, pad), k, k, s, s): (n, c, hw, pad)
-           for n, c, hw, k, s, pad in FLAGGEMS_MAXPOOL}
+def _fg_pool(p):  # the average (the divide not counted)
+    return _pooled(p, POOL, "flaggems_avg_pool2d_bf16")
 
 
-def _fg_maxpool(p):
-    # a k x k window per output: k*k compares; each input read once, each output written once
-    # (bf16) with its int64 flat index beside it; `other` as the average pool (abductune's own
-    # inference); batch and channels come from the call, the padding is stated in meta.call
-    d = p.dims
-    n, c, hw, pad = MAXPOOL[tuple(d[k] for k in ("out_h", "out_w", "kernel_h", "kernel_w", "stride_h", "stride_w"))]
-    k, s, out = d["kernel_h"], d["stride_h"], n * c * d["out_h"] * d["out_w"]
-    return "flaggems_max_pool2d_bf16", replace(p, kernel_class="other", dims={
-        "batch": n, "channels": c, "in_h": hw, "in_w": hw, "out_h": d["out_h"], "out_w": d["out_w"],
-        "kernel": k, "stride": s}, flops=float(out * k * k), min_bytes=2.0 * (n * c * hw * hw + out) + 8.0 * out)
+def _fg_maxpool(p):  # the maximum and its int64 flat index
+    return _pooled(p, MAXPOOL, "flaggems_max_pool2d_bf16", index_bytes=8.0)
 
 
 # flaggems_kron's pairs keyed as its key is (M, N) of the output: (M1, N1, M2, N2)
