@@ -278,14 +278,16 @@ def tile_values_per_thread(space: Space, config: Mapping[str, Any], threads: int
     """Values of the largest 2-D tile a program holds, per thread: where the resource model
     knows no product or attention (`footprint`: no accumulator estimate), a program holds its
     tile in registers while it works on it (an elementwise block, a pooled window's outputs, a
-    row block), one value at least a register. With one or two tile parameters that is their
-    product; with more (a kernel that tiles a product under other names, FlagGems' kron has
-    two, fla's chunked kernels BK x BV plus a fixed chunk) only the largest pair is held at
-    once, as a product's accumulator is, so this is a lower bound either way. None without
-    tiles or threads. Session 25: FlagGems' kron at 16 x 4,096 on two warps (1,024 values a
-    thread) and its max pool at 128 x 128 on one held ptxas for minutes each while recording;
-    across the zoo's and the bundled kernels without an accumulator estimate, no config past
-    twice the register file ran within 7x of its shape's optimum."""
+    row block), one value at least a register. With one or two tile parameters (kron's
+    BLOCK_M x BLOCK_N, a pool's BLOCK_H x BLOCK_W, fla's chunked BK x BV) that is their
+    product; with three or more (a product tiled under names the model does not read as M, N
+    and K) only the largest pair is held at once, as a product's accumulator is: a lower
+    bound either way. None without tiles or threads. Session 25: FlagGems' kron at 16 x 4,096
+    on two warps (1,024 values a thread) held ptxas for minutes while recording (so did its max
+    pool's 64 x 128 on one warp, 256 a thread, with an int64 index beside each value: the bound
+    does not catch every slow compile); across the zoo's and the bundled kernels without an
+    accumulator estimate, no config past twice the register file ran within 7x of its shape's
+    optimum."""
     tiles = [int(config[p.name]) for p in space.params
              if p.role and (p.role == "tile" or p.role.startswith("tile:")) and p.name in config
              and isinstance(config[p.name], (int, float)) and not isinstance(config[p.name], bool)
