@@ -329,8 +329,8 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
                          "chunk_gated_delta_rule_fwd_kernel_h_blockdim64", "chunk_fwd_kernel_o")}}
 
 
-UNFINISHED = ("not recorded: its compile had not finished when the device call's time ran out (ptxas "
-              "took minutes on the largest tiles at one or two warps; the ptxas watch killed some at 15-90 s)")
+UNFINISHED = ("not recorded: the device calls' time ran out before it was measured (ptxas had taken minutes "
+              "on the largest tiles at one warp; the ptxas watch killed some at 15-90 s)")
 UNLAUNCHED = ("RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered (not launched: "
               "the CUDA context was dead after an earlier config's fault in the same process)")
 
