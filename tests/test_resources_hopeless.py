@@ -63,25 +63,3 @@ def test_three_tiles_without_an_accumulator_count_the_largest_pair_held_at_once(
                    Choice("BV", [64, 128], role="tile:V"), Choice("num_warps", [4, 8], role="warps")])
     assert hopeless(problem, space, {"BT": 128, "BK": 128, "BV": 128, "num_warps": 4}) is None  # 128 a thread
     assert hopeless(problem, space, {"BT": 128, "BK": 128, "BV": 128, "num_warps": 1}) is not None  # 512
-
-
-def test_abduction_never_measures_a_tile_past_twice_the_register_file():
-    """An elementwise-style space whose times improve with bigger tiles per thread (so every
-    model points at the largest) on an H100 problem: abduction proposes none of the configs
-    `hopeless` names, and logs what it pruned (session 25: they cost minutes of ptxas live)."""
-    import math
-
-    from strategy_fixtures import FakeEvaluator
-
-    from abductune.search import Budget, make_strategy, run
-
-    sp = Space([Choice("BLOCK_M", [1, 2, 4, 8, 16], role="tile:M"),
-                Choice("BLOCK_N", [512, 1024, 2048, 4096], role="tile:N"),
-                Choice("num_warps", [1, 2, 4, 8], role="warps")])
-    ev = FakeEvaluator(sp, lambda c: 10.0 / math.log2(c["BLOCK_M"] * c["BLOCK_N"] / c["num_warps"]))
-    ev.problem = Problem("kron_like", "elementwise", {"M": 4096, "N": 4096}, {"c": "bf16"},
-                         hardware=lookup("H100-SXM"))
-    res = run(make_strategy("abduction", seed=0), ev, Budget(40))
-    assert len(ev.calls) == 40
-    assert all(hopeless(ev.problem, sp, c) is None for c in ev.calls)
-    assert any(e["event"] == "prune" and "values per thread" in e["reason"] for e in res.events)

@@ -95,10 +95,9 @@ engine knows nothing about:
   optimum 1.5x off the best held whole runs); only when no such config is measured does TPE
   take every slot.
 
-No config the resource model (`theory.resources`) says cannot launch on the GPU, or holds
-more than twice the register file per thread (`hopeless`), is ever proposed, by a theory, a
-finishing move or TPE ("prune" in the log): it would cost a compile (minutes, for the second
-kind) and a failed launch or a run many times slower to learn what the tile sizes already say.
+No config the resource model (`theory.resources`) says cannot launch on the GPU is ever
+proposed, by a theory, a finishing move or TPE ("prune" in the log): it would cost a compile
+and a failed launch to learn what the tile sizes already say.
 
 Every step is logged through `ctx.log` ("prior", "observe", "hypothesis", "test", "verdict",
 "move", "fallback", "prune"), citing measurement ids where the evaluator's store set them, so `explain` can

@@ -457,16 +457,14 @@ class BatchPlanner:
 
     def _runnable(self, cfg: Config) -> bool:
         """False when the resource model says `cfg` cannot launch on this GPU (shared memory
-        over the per-block limit, too many threads) or is not worth a compile (`hopeless`: more
-        than twice the register file held per thread; across every recorded zoo and bundled
-        dataset no such config ran within 4x of its shape's optimum, session 25): no
-        measurement is spent on it. Logged once per config as a "prune" event."""
+        over the per-block limit, too many threads): no measurement is spent on it. Logged
+        once per config as a "prune" event."""
         p = self.ctx.problem
         if p is None or p.hardware is None:
             return True
         k = self.space.key(cfg)
         if k not in self._cannot_run:
-            why = resources.infeasible(p, self.space, cfg) or resources.hopeless(p, self.space, cfg)
+            why = resources.infeasible(p, self.space, cfg)
             self._cannot_run[k] = why
             if why is not None:
                 self.ctx.log("prune", config=cfg, reason=f"resource model: {why}")
