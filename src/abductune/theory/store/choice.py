@@ -18,7 +18,7 @@ answers, then the default) and the kernel's own default alone, by the mean over 
 of the mean log slowdown of what each serves on the kernel's shapes (every kernel counts
 once). The chain is served only where it beat the default by more than `TIE_MARGIN` (0.5%,
 the noise band of issue 27's search targets) on that mean and on more of those kernels than it
-lost on (`_mostly`: one kernel with a poor default cannot carry the choice for its class alone);
+lost on (`_won`: one kernel with a poor default cannot carry the choice for its class alone);
 closer is a tie, and a tie goes to the default; where
 the holdout leaves no other kernel of the class, nothing has earned trust and the default is
 served, saying so. No weight, threshold or margin was fitted (the margin is issue 27's noise band). A class the file does not know
@@ -108,10 +108,19 @@ def served(order: Sequence[str], answers: Mapping[str, Sequence[float | None]]) 
                  answers[DEFAULT][i]) for i in range(n)]
 
 
+def _kernel_logs(order: Sequence[str], evidence: Mapping[str, Mapping[str, Any]]) -> list[float]:
+    """Per kernel (each once, in the evidence's order), the mean log slowdown of what `order`
+    serves on its shapes."""
+    return [sum(map(math.log, served(order, e["ratios"]))) / len(e["ratios"][DEFAULT]) for e in evidence.values()]
+
+
+def _geomean(logs: Sequence[float]) -> float:
+    return math.exp(sum(logs) / len(logs))
+
+
 def score(order: Sequence[str], evidence: Mapping[str, Mapping[str, Any]]) -> float:
     """Geomean over kernels (each once) of the geomean of what `order` serves on its shapes."""
-    per = [sum(map(math.log, served(order, e["ratios"]))) / len(e["ratios"][DEFAULT]) for e in evidence.values()]
-    return math.exp(sum(per) / len(per))
+    return _geomean(_kernel_logs(order, evidence))
 
 
 def evidence_for(d: Mapping[str, Any], kernel_class: str, holds: Sequence[Holdout]) -> dict[str, Any]:
@@ -153,22 +162,20 @@ def _beats(learned: float, default: float) -> bool:
     return round(math.log(learned), 9) < round(math.log(default) - math.log1p(TIE_MARGIN), 9)
 
 
-def _mostly(order: Sequence[str], evidence: Mapping[str, Mapping[str, Any]]) -> bool:
-    """Whether `order` beat the defaults (by more than `TIE_MARGIN`, each kernel's geomean over
-    its shapes) on more of the kernels than it lost on. The mean over five to seven kernels
-    can be carried by one: in session 25 FlagGems' kron, whose own default is 2.9x its optimum,
-    put the elementwise chain ahead of the defaults on the mean of the others while it lost on
-    most of them: held out, the GELU gate was then served the chain at 1.040 instead of its
-    default at 1.009 (and, under a reading of kron's tiles that was tried and reverted, RoPE the
-    ranker at 1.2x to 5x instead of its default at 1.0-1.2x). A choice for a kernel nobody has
-    seen should hold on the typical kernel of its class, not on the mean alone."""
-    wins = losses = 0
-    for e in evidence.values():
-        n = len(e["ratios"][DEFAULT])
-        mine = sum(map(math.log, served(order, e["ratios"]))) / n
-        theirs = sum(map(math.log, served((), e["ratios"]))) / n
-        wins += _beats(math.exp(mine), math.exp(theirs))
-        losses += _beats(math.exp(theirs), math.exp(mine))
+def _won(mine: Sequence[float], theirs: Sequence[float]) -> bool:
+    """Whether a learned order beat the defaults, given each one's `_kernel_logs` over the same
+    kernels: by more than `TIE_MARGIN` on their mean, and on more of the kernels than it lost on
+    (each kernel's geomean over its shapes, the same margin). The mean over five to seven
+    kernels can be carried by one: in session 25 FlagGems' kron, whose own default is 2.9x its
+    optimum, put the elementwise chain ahead of the defaults on the mean of the others while it
+    lost on most of them: held out, the GELU gate was then served the chain at 1.040 instead of
+    its default at 1.009 (and, under a reading of kron's tiles that was tried and reverted, RoPE
+    the ranker at 1.2x to 5x instead of its default at 1.0-1.2x). A choice for a kernel nobody
+    has seen should hold on the typical kernel of its class, not on the mean alone."""
+    if not _beats(_geomean(mine), _geomean(theirs)):
+        return False
+    wins = sum(_beats(math.exp(a), math.exp(b)) for a, b in zip(mine, theirs))
+    losses = sum(_beats(math.exp(b), math.exp(a)) for a, b in zip(mine, theirs))
     return wins > losses
 
 
@@ -183,10 +190,9 @@ def order_for(kernel_class: str, holds: Sequence[Holdout], chain: Sequence[str],
     if not ev:
         return Choice(kernel_class, (), ())
     chain = tuple(s for s in chain if s in LEARNED)
-    got = {(): score((), ev), chain: score(chain, ev)}
-    won = _beats(got[chain], got[()]) and _mostly(chain, ev)
-    return Choice(kernel_class, chain if won else (), tuple(sorted(ev)),
-                  {(" > ".join(o) or DEFAULT): v for o, v in got.items()})
+    logs = {(): _kernel_logs((), ev), chain: _kernel_logs(chain, ev)}
+    return Choice(kernel_class, chain if _won(logs[chain], logs[()]) else (), tuple(sorted(ev)),
+                  {(" > ".join(o) or DEFAULT): _geomean(v) for o, v in logs.items()})
 
 
 def ranker_trusted(kernel_class: str, holds: Sequence[Holdout], path: Path = PATH) -> bool | None:
@@ -198,4 +204,4 @@ def ranker_trusted(kernel_class: str, holds: Sequence[Holdout], path: Path = PAT
     ev = _evidence(kernel_class, holds, path)
     if ev is None:
         return None
-    return bool(ev) and _beats(score(("ranker",), ev), score((), ev)) and _mostly(("ranker",), ev)
+    return bool(ev) and _won(_kernel_logs(("ranker",), ev), _kernel_logs((), ev))
