@@ -273,13 +273,16 @@ def _fg_kron(p):
 
 
 # what the call passed that neither the key nor the dims say (kernel -> problem dims -> meta.call)
+def _padding(shapes: dict, dims: dict) -> int:
+    """A pool's padding, from the problem dims its header states (`_pooled`)."""
+    return shapes[(dims["out_h"], dims["out_w"], dims["kernel"], dims["kernel"], dims["stride"], dims["stride"])][3]
+
+
 CALLS = {"_attn_fwd": lambda dims: {"is_causal": False, "attn_mask": None, "kv_heads": dims["heads"]},
          "avg_pool2d_forward_kernel": lambda dims: {
-             "padding": POOL[(dims["out_h"], dims["out_w"], dims["kernel"], dims["kernel"], dims["stride"],
-                              dims["stride"])][3], "count_include_pad": True, "ceil_mode": False},
+             "padding": _padding(POOL, dims), "count_include_pad": True, "ceil_mode": False},
          "max_pool2d_forward_kernel": lambda dims: {
-             "padding": MAXPOOL[(dims["out_h"], dims["out_w"], dims["kernel"], dims["kernel"], dims["stride"],
-                                 dims["stride"])][3], "dilation": 1, "ceil_mode": False},
+             "padding": _padding(MAXPOOL, dims), "dilation": 1, "ceil_mode": False},
          "kron_kernel_for_batch_size_1": lambda dims: dict(zip(("M1", "N1", "M2", "N2"),
                                                                KRON[(dims["M"], dims["N"])]))}
 
@@ -335,24 +338,27 @@ UNLAUNCHED = ("RuntimeError: Triton Error [CUDA]: an illegal memory access was e
               "the CUDA context was dead after an earlier config's fault in the same process)")
 
 
+def _without_record(ds, configs) -> list[dict]:
+    """Those of `configs` (in their order) that `ds` holds no record of."""
+    space = ds.stated_space()
+    have = {space.key(m.config) for m in ds.records}
+    return [dict(c) for c in configs if space.key(c) not in have]
+
+
 def _unsampled(ds) -> list[dict]:
     """The configs of a sampled dataset's sample (`sweep.sample_configs`, as the header states
     it) that have no record."""
     from abductune.sweep import sample_configs
 
     smp = ds.meta.get("sample") or {}
-    space = ds.stated_space()
-    want, _ = sample_configs(space, list(ds.meta.get("fixed_configs") or []), size=smp["random"],
+    want, _ = sample_configs(ds.stated_space(), list(ds.meta.get("fixed_configs") or []), size=smp["random"],
                              seed=smp["seed"], exhaustive_max=0)
-    have = {space.key(m.config) for m in ds.records}
-    return [dict(c) for c in want if space.key(c) not in have]
+    return _without_record(ds, want)
 
 
 def _unlaunched(ds) -> list[dict]:
     """The configs of a recorded key's stated space that have no record, in the space's order."""
-    space = ds.stated_space()
-    have = {space.key(m.config) for m in ds.records}
-    return [dict(c) for c in space.valid_configs() if space.key(c) not in have]
+    return _without_record(ds, ds.stated_space().valid_configs())
 
 
 def main() -> None:
