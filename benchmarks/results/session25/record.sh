@@ -6,30 +6,9 @@
 # (empty: every shape) under `timeout` so the whole ends inside DEADLINE_S. Record mode keeps every
 # measured config, so a later call resumes from the partial files carried in .s25/raw. One fresh
 # ABDUCTUNE_STORE per call, so no machine store answers from cache. FlagGems 5.0.2 and its
-# dependencies come unpacked from .s23/lib.tar.xz (session 23's wheels).
+# dependencies come unpacked from .s23/lib.tar.xz (session 23's wheels); the recording itself is
+# benchmarks/gpu/record_calls.sh, shared with session 23's script.
 set -u
-T0=$(date +%s); DEADLINE=$1; shift
-LOG=$OUT/record.log
+export T0=$(date +%s)
 mkdir -p /tmp/lib && tar -xJf .s23/lib.tar.xz -C /tmp/lib || exit 1
-export PYTHONPATH=$PWD/src:$PWD/benchmarks/gpu:/tmp/lib PYTHONUNBUFFERED=1
-export ABDUCTUNE_STORE=$(mktemp -d)/s.db
-mkdir -p /tmp/raw && { [ -d .s25/raw ] && cp -r .s25/raw/. /tmp/raw/ || true; }
-{ echo "engine $(git rev-parse HEAD 2>/dev/null)"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-  python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda)"; } 2>&1 | tee -a "$LOG"
-for step in "$@"; do
-  IFS=: read -r call only pick <<< "$step"
-  left=$(( DEADLINE - ($(date +%s) - T0) - 20 ))
-  if [ "$left" -lt 40 ]; then echo "== $step: skipped, ${left}s left" | tee -a "$LOG"; continue; fi
-  echo "== $step ($left s left): LIBRARY_CALLS_PICK=$pick python3 -m abductune sweep --call library_calls:$call --only $only --out /tmp/raw" | tee -a "$LOG"
-  LIBRARY_CALLS_PICK=$pick timeout -k 15 -s TERM "$left" python3 -m abductune sweep --call "library_calls:$call" \
-    --only "$only" --out /tmp/raw >> "$LOG" 2>&1
-  echo "== $step: exit $? at $(( $(date +%s) - T0 ))s" | tee -a "$LOG"
-done
-tar -czf "$OUT/raw.tgz" -C /tmp raw
-echo "== files"
-for f in $(find /tmp/raw -name '*.jsonl*' | sort); do
-  n=$( (case $f in *.gz) zcat "$f";; *) cat "$f";; esac) | tail -n +2 | wc -l)
-  bad=$( (case $f in *.gz) zcat "$f";; *) cat "$f";; esac) | tail -n +2 | grep -vc '"status":"ok"')
-  echo "${f#/tmp/raw/} records $n not-ok $bad"
-done
-grep -E "done,|Error|error:|AssertionError|Traceback" "$LOG" | tail -20
+RAW_FROM=.s25/raw ENGINE="$(git rev-parse HEAD 2>/dev/null)" exec bash benchmarks/gpu/record_calls.sh "$@"
