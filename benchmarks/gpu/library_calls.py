@@ -124,6 +124,31 @@ def fla_chunk_gla() -> None:
         _check(f"chunk_gla B{b} T{t} H{h} K{dk} V{dv}", o[:1], ref, 2e-2)
 
 
+def fla_chunk_gla_bwd() -> None:
+    """flash-linear-attention's chunked GLA backward (`fla.ops.gla.chunk_gla` under autograd): the
+    forward as in `fla_chunk_gla`, then the per-chunk state gradient recurrence run backwards in
+    time (`chunk_bwd_kernel_dh`, fla's common kernel) and the value gradient
+    (`chunk_gla_bwd_kernel_dv`); record with --only chunk_bwd_kernel_dh,chunk_gla_bwd_kernel_dv.
+    The check is dq on one sequence's first 512 tokens: the recurrence is causal, so those depend
+    on the first 512 tokens alone and a naive run over them gives the reference."""
+    from fla.ops.gla import chunk_gla
+    from fla.ops.gla.naive import naive_recurrent_gla
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for b, t, h, dk, dv in _pick(GLA_SHAPES):
+        q = (torch.randn(b, t, h, dk, device="cuda", dtype=torch.bfloat16, generator=g) * dk ** -0.5).requires_grad_()
+        k = (torch.randn(b, t, h, dk, device="cuda", dtype=torch.bfloat16, generator=g) * dk ** -0.5).requires_grad_()
+        v = torch.randn(b, t, h, dv, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+        gk = (torch.nn.functional.logsigmoid(torch.randn(b, t, h, dk, device="cuda", generator=g)) / 16).bfloat16()
+        do = torch.randn(b, t, h, dv, device="cuda", dtype=torch.bfloat16, generator=g)
+        chunk_gla(q, k, v, gk)[0].backward(do)
+        n = 512
+        q1, k1, v1 = (x[:1, :n].detach().float().requires_grad_() for x in (q, k, v))
+        ref, _ = naive_recurrent_gla(q1, k1, v1, gk[:1, :n].float())
+        ref.backward(do[:1, :n].float())
+        _check(f"chunk_gla backward dq B{b} T{t} H{h} K{dk} V{dv}", q.grad[:1, :n], q1.grad, 2e-2)
+
+
 def fla_gated_delta() -> None:
     """flash-linear-attention's chunked gated delta rule forward (`fla.ops.gated_delta_rule.
     chunk_gated_delta_rule`, the Gated DeltaNet of Qwen3-Next): a local cumsum of the per-head
