@@ -82,6 +82,29 @@ def _gla(p, state: bool):
                          min_bytes=min_bytes)
 
 
+def _gla_bwd(p, part: str):
+    """chunk_gla's backward kernels, the same (batch, tokens, heads) lookup as the forward's;
+    FLOPs and bytes are what each kernel's matmuls and tensors come to, not measured."""
+    dk, dv = p.dims["K"], p.dims["V"]
+    b, t, h = GLA[(dk, dv)]
+    rows, chunks = b * t * h, b * h * (t // CHUNK)
+    states = 2.0 * chunks * dk * dv  # one bf16 K x V state (or its gradient) per chunk
+    if part == "dh":  # per chunk, backwards in time: dh += (q * exp(g))^T do; q, do bf16 and g fp32 in
+        flops = 2.0 * rows * dk * dv
+        min_bytes = rows * (2.0 * dk + 2.0 * dv + 4.0 * dk) + states
+        name = "fla_chunk_dh_bwd_bf16"
+    elif part == "dv":  # dv = A^T do + (k * exp(g)) dh: k bf16, g fp32, A fp32 (chunk x chunk), do in; dv out
+        flops = 2.0 * rows * CHUNK * dv + 2.0 * rows * dk * dv
+        min_bytes = rows * (2.0 * dk + 4.0 * dk + 4.0 * CHUNK + 2.0 * dv + 2.0 * dv) + states
+        name = "fla_chunk_gla_dv_bwd_bf16"
+    else:  # dq = do h^T, dk = v dh^T (gated), dg from both: q, k, v, do bf16, g fp32, h and dh in; dq, dk, dg out
+        flops = 4.0 * rows * dk * dv
+        min_bytes = rows * (2.0 * 2 * dk + 4.0 * dk + 2.0 * 2 * dv + 2.0 * 2 * dk + 4.0 * dk) + 2 * states
+        name = "fla_chunk_gla_inter_bwd_bf16"
+    return name, replace(p, kernel_class="other", dims={"batch": b, "tokens": t, "heads": h, "K": dk, "V": dv},
+                         flops=flops, min_bytes=min_bytes)
+
+
 # fla_gated_delta's shapes keyed by (q/k heads, value heads, key dim) as every key carries them
 # (the WY-solve's key has no V): (batch, tokens, value dim)
 GDN = {(h, hv, dk): (b, t, dv) for b, t, h, hv, dk, dv in GDN_SHAPES}
@@ -305,7 +328,9 @@ KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "chunk_gated_delta_rule_fwd_kernel_h_blockdim64": lambda p: _gdn(p, "h"),
            "chunk_fwd_kernel_o": lambda p: _gdn(p, "o"),
            "_attn_fwd": _fg_attn, "avg_pool2d_forward_kernel": _fg_pool,
-           "max_pool2d_forward_kernel": _fg_maxpool, "kron_kernel_for_batch_size_1": _fg_kron}
+           "max_pool2d_forward_kernel": _fg_maxpool, "kron_kernel_for_batch_size_1": _fg_kron,
+           "chunk_bwd_kernel_dh": lambda p: _gla_bwd(p, "dh"), "chunk_gla_bwd_kernel_dv": lambda p: _gla_bwd(p, "dv"),
+           "chunk_gla_bwd_kernel_inter": lambda p: _gla_bwd(p, "inter")}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
 RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul"),
@@ -327,6 +352,8 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "avg_pool2d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.avg_pool2d"),
             "max_pool2d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.max_pool2d_with_indices"),
             "kron_kernel_for_batch_size_1": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.kron"),
+            **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gla.chunk_gla (backward)")
+               for k in ("chunk_bwd_kernel_dh", "chunk_gla_bwd_kernel_dv", "chunk_gla_bwd_kernel_inter")},
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gated_delta_rule.chunk_gated_delta_rule")
                for k in ("chunk_gated_delta_rule_fwd_kkt_solve_kernel", "recompute_w_u_fwd_kernel",
                          "chunk_gated_delta_rule_fwd_kernel_h_blockdim64", "chunk_fwd_kernel_o")}}
