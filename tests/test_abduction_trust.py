@@ -155,6 +155,28 @@ def test_moves_within_noise_tie_and_go_coarse_first_one_per_parameter():
     assert ranked[0].config["BLOCK"] >= 256 and ranked[-1].config["GROUP"] < 4
 
 
+def test_a_parameter_a_theory_moves_ahead_of_the_ties_has_had_its_turn():
+    """A theory's single-parameter test ranked ahead of the ties (an expected gain past the
+    noise threshold) already probes that parameter: the tied finishing moves probe the others
+    first, so a batch learns about as many parameters as it can (session 26: on the zoo's
+    LayerNorm backward the theory shrank BLOCK and the poll then shrank BLOCK further, and the
+    group size that mattered waited)."""
+    inc = _cfg(128, 4, 2)
+    eng = _engine({SPACE.key(inc): 1.0, SPACE.key(_cfg(128, 8, 3)): 1.004})
+    local = eng._local(inc)
+
+    def moved(c):
+        return [n for n in SPACE.names if c[n] != inc[n]]
+    alone = eng._ranked(local)
+    assert moved(alone[0].config) == ["BLOCK"]  # with no theory test, BLOCK's coarse move leads
+    theory = _Test("tile_shape", _cfg(64, 4, 2), 0.5, "a theory's move of BLOCK alone")
+    ranked = eng._ranked([theory, *local])
+    assert ranked[0] is theory
+    ties = [t for t in ranked[1:] if len(moved(t.config)) == 1]
+    assert sorted(moved(t.config)[0] for t in ties[:2]) == ["GROUP", "num_stages"]
+    assert moved(ties[2].config) == ["BLOCK"]
+
+
 def test_the_model_shrinkage_follows_the_spread_and_agrees_with_a_measured_pair():
     """A value measured once on a config 3x slower must not lend half its effect to the values
     it shares with others: with shrinkage 1 the model ranks stages 2 ahead of stages 1 here,

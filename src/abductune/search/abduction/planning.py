@@ -130,12 +130,18 @@ class BatchPlanner:
         that changed together, and ranking on them sent early batches along those parameters
         instead of probing the others); ties go coarse first (`_coarse_first`), and among
         single-parameter moves of one kind, one per parameter before a second on any, so a
-        batch learns about as many parameters as it can, as pattern search's poll does."""
+        batch learns about as many parameters as it can, as pattern search's poll does. A
+        parameter that a test ranked ahead of the ties (an expected gain past the threshold)
+        moves alone has had its first turn: the ties probe the others first."""
         inc = self.inc
         sp = self.space
         thr = self.ledger.threshold(inc, inc)
         turns: dict[tuple[float, str], int] = {}
         keys = []
+
+        def moved(c: Config) -> list[str]:
+            return [p.name for p in sp.params if c[p.name] != inc[p.name]]
+        ahead = {m[0] for t in tests if t.gain > thr and len(m := moved(t.config)) == 1}
         for i, t in enumerate(tests):
             g = t.gain
             if g < -thr:
@@ -144,10 +150,11 @@ class BatchPlanner:
                 keys.append((0, -g, 0.0, 0, i))
             else:
                 cls = _coarse_first(sp, inc, t.config)
-                moved = [p.name for p in sp.params if t.config[p.name] != inc[p.name]]
+                alone = moved(t.config)
                 turn = 0
-                if len(moved) == 1:
-                    turn = turns[(cls, moved[0])] = turns.get((cls, moved[0]), -1) + 1
+                if len(alone) == 1:
+                    turn = turns[(cls, alone[0])] = turns.get((cls, alone[0]), -1) + 1
+                    turn += alone[0] in ahead
                 keys.append((1, 0.0, cls, turn, i))
         return [tests[k[-1]] for k in sorted(keys)]
 
