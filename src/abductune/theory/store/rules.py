@@ -121,7 +121,7 @@ class Prediction:
                     "only as a config for a search to test"
                     + ("; repaired: " + ", ".join(self.repairs) if self.repairs else ""))
         if self.source != "theory":
-            return (f"no theory rule applies within the conditions it was confirmed under ("
+            return ("no theory rule applies within the conditions it was confirmed under ("
                     + "; ".join(self.declined) + f"); served the next source, {self.source}"
                     + (": " + ", ".join(self.reasons) if self.reasons else "")
                     + ("; repaired: " + ", ".join(self.repairs) if self.repairs else ""))
