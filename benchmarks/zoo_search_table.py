@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import math
 import sys
 from collections import defaultdict
@@ -31,7 +32,9 @@ def main() -> None:
     from abductune.datasets.zoo import kernel_class, zoo_kernels
 
     cls = {k: kernel_class(v[0]) for k, v in zoo_kernels().items()}
-    d = json.loads(Path(args.json).read_text())
+    path = Path(args.json)
+    # results kept compressed (benchmarks/results/session26/*.json.xz) read the same
+    d = json.loads(lzma.decompress(path.read_bytes()) if path.suffix == ".xz" else path.read_text())
     cells = d["cells"]
     # a dataset's label is its shape alone where that is unique: its kernel is its folder
     kernel_of = {lab: Path(path).parent.name for path, lab in zip(d["datasets"], d["labels"])}
