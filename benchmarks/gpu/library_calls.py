@@ -127,8 +127,9 @@ def fla_chunk_gla() -> None:
 def fla_chunk_gla_bwd() -> None:
     """flash-linear-attention's chunked GLA backward (`fla.ops.gla.chunk_gla` under autograd): the
     forward as in `fla_chunk_gla`, then the per-chunk state gradient recurrence run backwards in
-    time (`chunk_bwd_kernel_dh`, fla's common kernel) and the value gradient
-    (`chunk_gla_bwd_kernel_dv`); record with --only chunk_bwd_kernel_dh,chunk_gla_bwd_kernel_dv.
+    time (`chunk_bwd_kernel_dh`, fla's common kernel), the value gradient
+    (`chunk_gla_bwd_kernel_dv`) and the query/key/gate gradients between chunks
+    (`chunk_gla_bwd_kernel_inter`); record with --only and any of those three names.
     The check is dq on one sequence's first 512 tokens: the recurrence is causal, so those depend
     on the first 512 tokens alone and a naive run over them gives the reference."""
     from fla.ops.gla import chunk_gla
