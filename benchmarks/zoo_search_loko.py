@@ -17,6 +17,7 @@ import argparse
 import functools
 import glob
 import json
+import math
 import sys
 from multiprocessing import Pool
 from pathlib import Path
@@ -27,8 +28,22 @@ sys.path.insert(0, str(ROOT / "src"))
 RANKER_SEEDS = 4  # the ranker's head given as seeds to a "+ranker" baseline (PRIOR_DRAWS)
 
 
+def _nearest_bests(ds, path: Path, n: int) -> list:
+    """The fastest config of each of the `n` other recorded shapes of the same kernel (its
+    folder) nearest `ds` in log2 of the dims: what the decorator seeds a new shape with once the
+    kernel was tuned on those (`autotune.autotuner.NEAREST_SEEDS`, `Store.nearest_bests`)."""
+    from abductune.datasets.public import load_any
+
+    others = [load_any(p) for p in sorted(path.parent.glob("*.jsonl.gz")) if p.resolve() != path.resolve()]
+
+    def dist(o):
+        return sum(abs(math.log2(max(1, o.problem.dims.get(k, 1))) - math.log2(max(1, v)))
+                   for k, v in ds.problem.dims.items())
+    return [o.optimum().config for o in sorted(others, key=dist)[:n]]
+
+
 def _one(job: tuple) -> list[dict]:
-    path, label, strategies, budgets, repeats, fair = job
+    path, label, strategies, budgets, repeats, fair, stored = job
     from abductune.cli.replay import _replay_prior, _replay_seeds
     from abductune.datasets.public import load_any
     from abductune.evaluate import compare_on_dataset
@@ -51,6 +66,21 @@ def _one(job: tuple) -> list[dict]:
                 d = c.to_dict()
                 d["strategy"] = f"{name}+ranker"
                 out.append(d)
+    if stored:
+        from abductune.autotune.autotuner import NEAREST_SEEDS
+
+        seeds = seeds_fn(ds)
+        space = ds.space()
+        near = [Seed(dict(c), "store:nearest shape") for c in _nearest_bests(ds, Path(path), NEAREST_SEEDS)
+                if space.is_valid(c)]
+        taken = {space.key(s.config) for s in near}
+        first = near + [s for s in seeds if space.key(s.config) not in taken]
+        for name in stored:
+            for c in compare_on_dataset(ds, [name], budgets, repeats, 0, seeds_fn=lambda _d: first,
+                                        prior_fn=prior_fn, label=label):
+                d = c.to_dict()
+                d["strategy"] = f"{name}+store"
+                out.append(d)
     return out
 
 
@@ -63,6 +93,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--ranker-seeded", default="", help="baselines to rerun with the ranker's head as seeds")
+    ap.add_argument("--store-seeded", default="",
+                    help="strategies to rerun with the winners of the kernel's nearest other recorded shapes "
+                         "as the first seeds (what the decorator does for a kernel tuned before)")
     a = ap.parse_args()
     from abductune.cli.replay import _unique_labels
     from abductune.datasets.zoo import zoo_kernels
@@ -76,13 +109,14 @@ def main() -> None:
     strategies = [s for s in a.strategy.split(",") if s]
     budgets = sorted(int(b) for b in a.budget.split(","))
     fair = [s for s in a.ranker_seeded.split(",") if s]
-    jobs = [(str(p), labels[p], strategies, budgets, a.repeats, fair) for p in paths]
+    stored = [s for s in a.store_seeded.split(",") if s]
+    jobs = [(str(p), labels[p], strategies, budgets, a.repeats, fair, stored) for p in paths]
     cells: list[dict] = []
     with Pool(a.procs) as pool:
         for i, got in enumerate(pool.imap(_one, jobs)):
             cells += got
             print(f"{i + 1}/{len(jobs)} {jobs[i][1]}", file=sys.stderr, flush=True)
-    names = strategies + [f"{s}+ranker" for s in fair]
+    names = strategies + [f"{s}+ranker" for s in fair] + [f"{s}+store" for s in stored]
     Path(a.out).write_text(json.dumps(
         {"datasets": [str(p) for p in paths], "labels": [labels[p] for p in paths], "strategies": names,
          "budgets": budgets, "repeats": a.repeats, "seed": 0, "seconds": None, "noise": False,

@@ -295,6 +295,24 @@ def test_a_search_beyond_the_list_finds_a_better_config(tmp_path: Path):
 
 
 @interpreted
+def test_a_new_shape_first_tries_the_winner_of_the_nearest_shape_tuned_before(tmp_path: Path):
+    """With a budget, a key of a kernel tuned before on another shape (another bucket) puts that
+    shape's winner first among the bets beyond its list: it was measured on this very kernel."""
+    def t(cfg):  # best outside the list, on every shape
+        return 1.0 + (cfg["BLOCK_SIZE_N"] != 32) + (cfg["BLOCK_SIZE_K"] != 16) + 0.5 * (cfg["num_stages"] != 2) \
+            + 0.1 * (cfg["BLOCK_SIZE_M"] != 32) + 0.01 * (cfg["num_warps"] != 4)
+    k = mm.make(store=tmp_path / "s.sqlite", timer=Timer(t), budget=24)
+    b = torch.randn(16, 16)
+    mm.matmul(k, torch.randn(16, 16), b)
+    won = dict(k.last_result.winner.config)
+    assert won not in [k.space.default() | config_dict(c) for c in mm.CONFIGS]  # found beyond the list
+    mm.matmul(k, torch.randn(200, 16), b)  # another shape bucket of the same kernel
+    first = k.last_result.history[0]  # the first config the second tune measured
+    assert dict(first.config) == won and first.time_ms == t(won)
+    assert k.last_result.winner.time_ms <= t(won)
+
+
+@interpreted
 def test_user_mistakes_raise_clear_errors(tmp_path: Path):
     with pytest.raises(AbductuneError, match="key names Q.*arguments of softmax_kernel"):
         abductune.autotune(configs=sm.CONFIGS, key=["Q"])(sm.softmax_kernel)

@@ -593,3 +593,24 @@ def test_claims_go_to_one_run_and_never_to_a_measured_config(store: Store, ctx: 
     assert store.claim(ctx, [a], run_id=1) == [True]  # a run may re-claim its own
     store.release(ctx, [a])
     assert store.claim(ctx, [a], run_id=2) == [True]
+
+
+def test_nearest_bests_are_this_kernels_winners_on_its_nearest_other_shapes(store: Store, space: Space):
+    """What a search of a new shape tries first (the decorator's `NEAREST_SEEDS`): the winners of
+    the same kernel (source, space, GPU, toolchain, dtypes) on other shapes, nearest first, in any
+    shape bucket; never the shape itself, another kernel's, or the same kernel in other dtypes."""
+    tc = {"triton": "3.4.0", "cuda": "12.8"}
+    here = Context.of(make_problem(M=64), space, toolchain=tc)
+    near, far = (Context.of(make_problem(M=m), space, toolchain=tc) for m in (128, 8192))
+    assert near.shape_bucket != here.shape_bucket or far.shape_bucket != here.shape_bucket
+    fp32 = Context.of(make_problem(M=64, dtype="fp32"), space, toolchain=tc)
+    cfgs = space.valid_configs()
+    for i, c in enumerate((here, near, far, fp32)):
+        store.put_many(c, [Measurement(dict(cfgs[i]), time_ms=1.0), Measurement(dict(cfgs[i + 10]), time_ms=2.0)])
+    got = store.nearest_bests(here, 2)
+    assert [b.context.dims["M"] for b in got] == [128, 8192]
+    assert [b.measurement.config for b in got] == [dict(cfgs[1]), dict(cfgs[2])]  # each shape's fastest
+    assert store.nearest_bests(here, 1)[0].context == near and store.nearest_bests(here, 0) == []
+    # a kernel with nothing else stored has no nearest shapes
+    lone = Context.of(make_problem(M=64, dtype="bf16"), space, toolchain=tc)
+    assert store.nearest_bests(lone, 2) == []

@@ -47,6 +47,10 @@ from .record import Recorder
 
 log = logging.getLogger(__name__)
 
+# a search of a key beyond its list first tries this kernel's winners on this many of its nearest
+# shapes tuned before (as many as the theory store's bets, tune.THEORY_SEEDS): a count, not fitted
+NEAREST_SEEDS = 2
+
 try:  # what a descriptor argument is keyed by: the dtype of the tensor it describes
     from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
     _DESCRIPTORS: tuple[type, ...] = (_TensorDescriptor,)
@@ -514,8 +518,12 @@ class Autotuner(TritonAutotuner):
                 if (budget.evaluations is None or budget.evaluations > len(seeds)) and self.record is None:
                     # room beyond the user's list: the theory store's predictions are the first
                     # bets (the best rule's, then the runner-up's), then the observed database's
-                    bets = [Seed(dict(p.config), f"theory:{p.rule.regime}" + (":runner-up" if i else ""))
-                            for i, p in enumerate(theory_predictions(problem, space))]
+                    # this kernel's own winners on the nearest shapes tuned before (any bucket):
+                    # measured on this very kernel, they go ahead of every rule learned elsewhere
+                    bets = [Seed(dict(b.measurement.config), "store:nearest shape")
+                            for b in store.nearest_bests(ctx, NEAREST_SEEDS) if space.is_valid(b.measurement.config)]
+                    bets += [Seed(dict(p.config), f"theory:{p.rule.regime}" + (":runner-up" if i else ""))
+                             for i, p in enumerate(theory_predictions(problem, space))]
                     seen = observed_prediction(problem, space, self.database)
                     if seen is not None:
                         bets.append(Seed(dict(seen.config), f"observed:{seen.level}"))

@@ -116,11 +116,13 @@ class Views:
 
     def best_configs(self, kernel: str | None = None, hardware: str | None = None, *,
                      like: Context | None = None, kernel_class: str | None = None,
-                     fallback: str | None = None, dtype_family: str | None = None) -> list[BestConfig]:
+                     fallback: str | None = None, dtype_family: str | None = None,
+                     any_bucket: bool = False) -> list[BestConfig]:
         """The best config of every context with an ok measurement, filtered by kernel name,
         hardware (a prefix: "H100" matches "H100-SXM"), class, fallback category or dtype
         family. With `like`, only contexts in its group (source hash, space, shape bucket,
-        hardware, toolchain, dtypes), nearest shapes first (log2 distance of dims)."""
+        hardware, toolchain, dtypes; `any_bucket`: every shape bucket), nearest shapes first
+        (log2 distance of dims)."""
         where, args = [], []
         for col, val in (("kernel", kernel), ("kernel_class", kernel_class), ("fallback", fallback),
                          ("dtype_family", dtype_family)):
@@ -131,10 +133,10 @@ class Views:
             where.append("(hardware = ? OR hardware LIKE ?)")
             args += [hardware, hardware + "%"]
         if like is not None:
-            where.append("source_hash = ? AND space_fingerprint = ? AND shape_bucket = ? AND "
-                         "hardware = ? AND toolchain = ? AND dtypes = ?")
-            args += [like.source_hash, like.space_fingerprint, like.shape_bucket, like.hardware,
-                     like.toolchain, _dumps(like.dtypes)]
+            where.append("source_hash = ? AND space_fingerprint = ? AND hardware = ? AND toolchain = ? "
+                         "AND dtypes = ?" + ("" if any_bucket else " AND shape_bucket = ?"))
+            args += [like.source_hash, like.space_fingerprint, like.hardware, like.toolchain, _dumps(like.dtypes)]
+            args += [] if any_bucket else [like.shape_bucket]
         sql = (f"SELECT {_CTX_COLS}, {_M_COLS}, measured FROM best_configs"
                + (" WHERE " + " AND ".join(where) if where else "")
                + " ORDER BY kernel, hardware, shape_bucket, problem_key, toolchain")
@@ -146,6 +148,16 @@ class Views:
         if like is not None:
             rows.sort(key=lambda b: _log2_distance(b.context.dims, like.dims))
         return rows
+
+    def nearest_bests(self, ctx: Context, n: int) -> list[BestConfig]:
+        """The best configs of the `n` shapes of `ctx`'s kernel measured before (the same
+        source, space, GPU, toolchain and dtypes, any shape bucket) nearest `ctx` in log2 of
+        the dims, `ctx` itself left out: what a search of a new shape of a kernel tuned
+        before tries first."""
+        if n <= 0:
+            return []
+        rows = [b for b in self.best_configs(like=ctx, any_bucket=True) if b.context.identity != ctx.identity]
+        return rows[:n]
 
     def best_nearby(self, ctx: Context) -> BestConfig | None:
         """The best config of `ctx` itself if measured, else of the nearest shape in its group."""

@@ -1,0 +1,49 @@
+"""benchmarks/zoo_search_loko.py's store-seeded rerun (`--store-seeded`): the seeds it puts first
+are the fastest configs of the kernel's nearest other recorded shapes, as the decorator seeds a new
+shape of a kernel tuned before (`autotune.autotuner.NEAREST_SEEDS`, `Store.nearest_bests`)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+from abductune.datasets.public import load_any
+from abductune.datasets.zoo import zoo_datasets
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "zoo_search_loko.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("zoo_search_loko", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_nearest_other_shapes_winners_nearest_first():
+    paths = zoo_datasets("zoo_rmsnorm_bf16")
+    here = next(p for p in paths if "rows4096_cols4096" in p.name)
+    ds = load_any(here)
+    got = _module()._nearest_bests(ds, here, 2)
+    others = [load_any(p) for p in paths if p != here]
+
+    def dist(o):
+        return sum(abs(math.log2(o.problem.dims[k]) - math.log2(v)) for k, v in ds.problem.dims.items())
+    want = [o.optimum().config for o in sorted(others, key=dist)[:2]]
+    assert got == want and len(got) == 2
+
+
+def test_the_store_seeded_rerun_is_written_beside_the_plain_one(tmp_path: Path):
+    paths = [str(p) for p in zoo_datasets("zoo_rmsnorm_bf16")[:2]]
+    out = tmp_path / "s.json"
+    subprocess.run([sys.executable, str(SCRIPT), str(out), "--datasets", *paths, "--strategy", "random",
+                    "--store-seeded", "random", "--budget", "4", "--repeats", "2", "--procs", "1"],
+                   check=True, capture_output=True, text=True, timeout=600)
+    d = json.loads(out.read_text())
+    assert d["strategies"] == ["random", "random+store"]
+    cells = {(c["dataset"], c["strategy"]) for c in d["cells"]}
+    assert len(cells) == 4 and all(c["median_ratio"] >= 1.0 for c in d["cells"])
