@@ -516,10 +516,10 @@ class Autotuner(TritonAutotuner):
                                                                    budget.evaluations >= len(seeds)) else {}
                 seed_list = [Seed(s, "configs") for s in seeds]
                 if (budget.evaluations is None or budget.evaluations > len(seeds)) and self.record is None:
-                    # room beyond the user's list: the theory store's predictions are the first
-                    # bets (the best rule's, then the runner-up's), then the observed database's
-                    # this kernel's own winners on the nearest shapes tuned before (any bucket):
-                    # measured on this very kernel, they go ahead of every rule learned elsewhere
+                    # room beyond the user's list: the first bets are this kernel's own winners on
+                    # the nearest shapes tuned before (any bucket: measured on this very kernel,
+                    # they go ahead of every rule learned elsewhere), then the theory store's
+                    # predictions (the best rule's, then the runner-up's), then the observed database's
                     bets = [Seed(dict(b.measurement.config), "store:nearest shape")
                             for b in store.nearest_bests(ctx, NEAREST_SEEDS) if space.is_valid(b.measurement.config)]
                     bets += [Seed(dict(p.config), f"theory:{p.rule.regime}" + (":runner-up" if i else ""))
