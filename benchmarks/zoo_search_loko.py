@@ -17,7 +17,6 @@ import argparse
 import functools
 import glob
 import json
-import math
 import sys
 from multiprocessing import Pool
 from pathlib import Path
@@ -33,13 +32,11 @@ def _nearest_bests(ds, path: Path, n: int) -> list:
     folder) nearest `ds` in log2 of the dims: what the decorator seeds a new shape with once the
     kernel was tuned on those (`autotune.autotuner.NEAREST_SEEDS`, `Store.nearest_bests`)."""
     from abductune.datasets.public import load_any
+    from abductune.store.views import _log2_distance  # the store's own nearness, as the decorator's
 
     others = [load_any(p) for p in sorted(path.parent.glob("*.jsonl.gz")) if p.resolve() != path.resolve()]
-
-    def dist(o):
-        return sum(abs(math.log2(max(1, o.problem.dims.get(k, 1))) - math.log2(max(1, v)))
-                   for k, v in ds.problem.dims.items())
-    return [o.optimum().config for o in sorted(others, key=dist)[:n]]
+    others.sort(key=lambda o: _log2_distance(o.problem.dims, ds.problem.dims))
+    return [o.optimum().config for o in others[:n]]
 
 
 def _one(job: tuple) -> list[dict]:
@@ -55,8 +52,8 @@ def _one(job: tuple) -> list[dict]:
     cells = compare_on_dataset(ds, strategies, budgets, repeats, 0, seeds_fn=seeds_fn, prior_fn=prior_fn,
                                label=label) if strategies else []
     out = [c.to_dict() for c in cells]
+    seeds = seeds_fn(ds) if fair or stored else []
     if fair:
-        seeds = seeds_fn(ds)
         known = {ds.space().key(s.config) for s in seeds}
         head = [c for c in prior_fn(ds) if ds.space().key(c) not in known][:RANKER_SEEDS]
         more = seeds + [Seed(c, "ranker") for c in head]
@@ -69,7 +66,6 @@ def _one(job: tuple) -> list[dict]:
     if stored:
         from abductune.autotune.autotuner import NEAREST_SEEDS
 
-        seeds = seeds_fn(ds)
         space = ds.space()
         near = [Seed(dict(c), "store:nearest shape") for c in _nearest_bests(ds, Path(path), NEAREST_SEEDS)
                 if space.is_valid(c)]

@@ -138,10 +138,8 @@ class BatchPlanner:
         thr = self.ledger.threshold(inc, inc)
         turns: dict[tuple[float, str], int] = {}
         keys = []
-
-        def moved(c: Config) -> list[str]:
-            return [p.name for p in sp.params if c[p.name] != inc[p.name]]
-        ahead = {m[0] for t in tests if t.gain > thr and len(m := moved(t.config)) == 1}
+        moves = [[p.name for p in sp.params if t.config[p.name] != inc[p.name]] for t in tests]
+        ahead = {m[0] for t, m in zip(tests, moves) if t.gain > thr and len(m) == 1}
         for i, t in enumerate(tests):
             g = t.gain
             if g < -thr:
@@ -150,7 +148,7 @@ class BatchPlanner:
                 keys.append((0, -g, 0.0, 0, i))
             else:
                 cls = _coarse_first(sp, inc, t.config)
-                alone = moved(t.config)
+                alone = moves[i]
                 turn = 0
                 if len(alone) == 1:
                     turn = turns[(cls, alone[0])] = turns.get((cls, alone[0]), -1) + 1
