@@ -30,7 +30,7 @@ RANKER_SEEDS = 4  # the ranker's head given as seeds to a "+ranker" baseline (PR
 def _nearest_bests(ds, path: Path, n: int) -> list:
     """The fastest config of each of the `n` other recorded shapes of the same kernel (its
     folder) nearest `ds` in log2 of the dims: what the decorator seeds a new shape with once the
-    kernel was tuned on those (`autotune.autotuner.NEAREST_SEEDS`, `Store.nearest_bests`)."""
+    kernel was tuned on those (`session.NEAREST_SEEDS`, `Store.nearest_bests`)."""
     from abductune.datasets.public import load_any
     from abductune.store.views import _log2_distance  # the store's own nearness, as the decorator's
 
@@ -64,7 +64,7 @@ def _one(job: tuple) -> list[dict]:
                 d["strategy"] = f"{name}+ranker"
                 out.append(d)
     if stored:
-        from abductune.autotune.autotuner import NEAREST_SEEDS
+        from abductune.session import NEAREST_SEEDS
 
         space = ds.space()
         near = [Seed(dict(c), "store:nearest shape") for c in _nearest_bests(ds, Path(path), NEAREST_SEEDS)

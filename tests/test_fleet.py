@@ -41,7 +41,7 @@ from abductune.hardware import KNOWN_GPUS
 from abductune.measure.base import Evaluator
 from abductune.measurement import Measurement
 from abductune.search import Budget
-from abductune.store import Store
+from abductune.store import NearestOutside, Store
 from abductune.tune import tune_one
 from fleet_fixtures import Replayed
 
@@ -128,7 +128,9 @@ def serial(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The same tunes run one after another in this process, as `abductune tune` runs them."""
     path = tmp_path_factory.mktemp("serial") / "serial.sqlite"
     with Store(path) as store:
-        outs = [tune_one(k, d, strategy=STRATEGY, budget=Budget(BUDGET), mode="replay", store=store) for k, d in JOBS]
+        near = NearestOutside(store, JOBS)  # as the command does: no shape seeded from another of its own
+        outs = [tune_one(k, d, strategy=STRATEGY, budget=Budget(BUDGET), mode="replay", store=store,
+                         nearest_from=near) for k, d in JOBS]
     return {"path": path, "rows": rows(path), "winners": winners(outs), "evaluations": [o.evaluations for o in outs]}
 
 
@@ -362,6 +364,36 @@ def test_local_processes_give_what_a_serial_run_gives_and_survive_a_killed_one(s
     assert len(run.stats["lost"]) == 1 and run.stats["requeued"] >= 1, run.stats
     assert_same_as_serial(tmp_path / "l.sqlite", serial, run.outcomes)
     assert run.summary().startswith("fleet (local processes): 3 worker(s) (cpu)")
+
+
+def test_a_fleet_seeds_each_shape_from_earlier_commands_shapes_as_a_serial_run_does(tmp_path: Path):
+    """Shapes of a kernel tuned by an earlier command are every new shape's first seeds (its
+    nearest winners), on a fleet as in a serial run; the command's own shapes never seed each
+    other, so the fleet's finishing order cannot change a search, nor can the serial order."""
+    [earlier] = [dict(read_dataset(p).problem.dims) for p in bundled_datasets(kernel="gelu_mul_fp16")
+                 if dict(read_dataset(p).problem.dims) not in [d for _, d in JOBS]][:1]
+    stores = {name: tmp_path / f"{name}.sqlite" for name in ("serial", "reversed", "fleet")}
+    for path in stores.values():
+        prior = tune_one("gelu_mul_fp16", earlier, strategy=STRATEGY, budget=Budget(BUDGET), mode="replay",
+                         store=str(path)).winner.config
+    for name, jobs in (("serial", JOBS), ("reversed", JOBS[::-1])):
+        with Store(stores[name]) as store:
+            near = NearestOutside(store, jobs)
+            for k, d in jobs:
+                tune_one(k, d, strategy=STRATEGY, budget=Budget(BUDGET), mode="replay", store=store,
+                         nearest_from=near)
+    executor = ProcessExecutor(worker_kw=[{"factory": Replayed(delay=0.01)}] * 2)
+    with Farm(executor) as farm:
+        tune_fleet(farm, JOBS, mode="replay", strategy=STRATEGY, budget=Budget(BUDGET), store=str(stores["fleet"]),
+                   calibrate_gpus=False)
+    assert rows(stores["fleet"]) == rows(stores["serial"]) == rows(stores["reversed"])
+    with Store(stores["fleet"]) as st:
+        for r in st.runs():
+            first = r.summary["seeds"][0] if r.summary.get("seeds") else None
+            if r.context.kernel == "gelu_mul_fp16" and r.context.dims != earlier:
+                assert first == {"config": prior, "source": "store:nearest shape"}
+            else:  # the earlier shape itself, and kernels no earlier command tuned
+                assert first is None or first["source"] != "store:nearest shape"
 
 
 @pytest.mark.parametrize("argv", [

@@ -551,7 +551,12 @@ def test_dynamic_shapes_get_a_config_per_size_bucket(tmp_path, monkeypatch):
         assert t.launchers[0].config is cfg_small and len(gpu.benched) == n
         assert all(ints[1] == 5000 for _, _, ints in gpu.benched[n - 3:n]), "a bucket is timed on its own shape"
     with Store(tmp_path / "s.sqlite") as store:
-        dims = sorted(tuple(sorted(r.context.dims.items())) for r in store.runs())
+        runs = store.runs()
+        dims = sorted(tuple(sorted(r.context.dims.items())) for r in runs)
+        # the second bucket's search first tried the first bucket's winner (`session.NEAREST_SEEDS`)
+        first_won = store.best(runs[0].context).config
+        assert runs[1].summary["seeds"][0] == {"config": first_won, "source": "store:nearest shape"}
+        assert all(s["source"] != "store:nearest shape" for s in runs[0].summary["seeds"])
     assert dims == [(("cols", 512), ("rows", 128)), (("cols", 512), ("rows", 8192))]
 
 

@@ -331,3 +331,90 @@ def test_a_read_only_store_answers_a_finished_tune_and_refuses_new_work(tmp_path
             tune_one("rmsnorm_fp16", {"rows": 1, "cols": 4096}, mode="replay", budget=Budget(8), store=ro)
         assert time.perf_counter() - t0 < 5  # seeds and dataset reading only; no wait for a lock
     assert path.read_bytes() == before
+
+
+def _gelu(numel: int):
+    [p] = [p for p in bundled_datasets(kernel="gelu_mul_fp16") if f"numel{numel}." in str(p)]
+    return read_dataset(p)
+
+
+def test_a_new_shape_first_tries_this_kernels_winners_on_its_nearest_shapes_in_the_store(tmp_path: Path):
+    """`tune_one` (the CLI's tune, the fleet's searches) with a store: a new shape's first seeds
+    are the kernel's winners on the nearest shapes tuned before, nearest first, ahead of every
+    rule learned elsewhere; `heuristics=False` (`--no-heuristics`) leaves them out too."""
+    path = str(tmp_path / "s.sqlite")
+    won = {n: tune_one("gelu_mul_fp16", {"numel": n}, mode="replay", budget=Budget(12), store=path).winner.config
+           for n in (117440512, 14680064)}
+    assert won[117440512] != won[14680064]  # else the order below could not be told
+    tune_one("gelu_mul_fp16", SMALL, mode="replay", budget=Budget(12), store=path)
+    with Store(path) as st:
+        run = [r for r in st.runs() if r.context.dims == SMALL][-1]
+        first = run.summary["seeds"][:2]
+        # 14680064 is 4 octaves from 917504, 117440512 is 7: the nearer shape's winner first
+        assert [s["config"] for s in first] == [won[14680064], won[117440512]]
+        assert {s["source"] for s in first} == {"store:nearest shape"}
+        later = [s["config"] for s in run.summary["seeds"][2:]]
+        assert won[14680064] not in later and won[117440512] not in later  # each config once
+        rows = st.measurements(run.context, kinds=("seed",))
+        assert [m.config for m in rows[:2]] == [won[14680064], won[117440512]]  # measured first
+    path2 = str(tmp_path / "c.sqlite")
+    tune_one("gelu_mul_fp16", {"numel": 14680064}, mode="replay", budget=Budget(12), store=path2)
+    tune_one("gelu_mul_fp16", SMALL, mode="replay", budget=Budget(4), store=path2, heuristics=False)
+    with Store(path2) as st:
+        run = [r for r in st.runs() if r.context.dims == SMALL][-1]
+        assert all(s["source"] != "store:nearest shape" for s in run.summary["seeds"])
+
+
+def test_session_nearest_seeds_skip_what_the_space_cannot_hold_and_are_off_by_default(tmp_path: Path):
+    """`Session(nearest=n)`: at most n winners of other shapes, configs the space rejects left
+    out; `nearest=0` (the default: a replay benchmark's Session) reads nothing; a negative
+    count is the caller's error."""
+    from abductune.errors import AbductuneError
+    from abductune.store import BestConfig
+
+    ev = ReplayEvaluator(_gelu(917504))
+    good = ev.space.default()
+    other = next(c for c in ev.space.valid_configs() if c != good)
+    bad = {**good, "no_such_parameter": 1}
+    asked = []
+
+    def found(ctx, n):
+        asked.append(n)
+        return [BestConfig(ctx, Measurement(bad, time_ms=1.0), 0), BestConfig(ctx, Measurement(other, time_ms=1.0), 0),
+                BestConfig(ctx, Measurement(good, time_ms=1.0), 0)][:n]
+    with Session(ev, strategy="random", budget=Budget(4), seeds=[Seed(other, "user"), Seed(good, "user")],
+                 nearest=2, nearest_from=found) as s:
+        s.run()
+        assert asked == [2]
+        assert [(x.config, x.source) for x in s.seeds] == [(other, "store:nearest shape"), (good, "user")]
+    with Session(ev, strategy="random", budget=Budget(2), nearest_from=found) as s:
+        s.run()
+        assert asked == [2]  # not asked again
+    with pytest.raises(AbductuneError, match="nearest"):
+        Session(ev, nearest=-1)
+
+
+def test_the_tune_command_seeds_its_shapes_from_earlier_commands_shapes_never_from_each_other(tmp_path: Path):
+    """`abductune tune --store`: a shape's first seed is its kernel's winner on the nearest shape an
+    earlier command tuned; two shapes of one command never seed each other (their order
+    changes nothing, as on a fleet); `explain` names where that seed came from."""
+    from test_cli_errors import run_cli
+
+    base = ["tune", "--mode", "replay", "--kernel", "gelu_mul_fp16", "--budget", "6", "--store", "s.sqlite"]
+    code, _, err, exc = run_cli([*base, "--shapes", "numel=117440512"], tmp_path)
+    assert code == 0, (err, exc)
+    with Store(tmp_path / "s.sqlite") as st:
+        [first] = st.runs()
+        prior = st.best(first.context).config
+    code, _, err, exc = run_cli([*base, "--shapes", "numel=917504;numel=14680064"], tmp_path)
+    assert code == 0, (err, exc)
+    with Store(tmp_path / "s.sqlite") as st:
+        later = st.runs()[1:]
+        assert len(later) == 2
+        for r in later:
+            assert r.summary["seeds"][0] == {"config": prior, "source": "store:nearest shape"}
+            assert sum(s["source"] == "store:nearest shape" for s in r.summary["seeds"]) == 1
+        run_id = later[0].id
+    code, out, err, exc = run_cli(["explain", str(run_id), "--store", "s.sqlite"], tmp_path)
+    assert code == 0, (err, exc)
+    assert "nearest shape" in out

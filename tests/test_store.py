@@ -596,7 +596,7 @@ def test_claims_go_to_one_run_and_never_to_a_measured_config(store: Store, ctx: 
 
 
 def test_nearest_bests_are_this_kernels_winners_on_its_nearest_other_shapes(store: Store, space: Space):
-    """What a search of a new shape tries first (the decorator's `NEAREST_SEEDS`): the winners of
+    """What a search of a new shape tries first (`session.NEAREST_SEEDS`): the winners of
     the same kernel (source, space, GPU, toolchain, dtypes) on other shapes, nearest first, in any
     shape bucket; never the shape itself, another kernel's, or the same kernel in other dtypes."""
     tc = {"triton": "3.4.0", "cuda": "12.8"}
@@ -614,3 +614,14 @@ def test_nearest_bests_are_this_kernels_winners_on_its_nearest_other_shapes(stor
     # a kernel with nothing else stored has no nearest shapes
     lone = Context.of(make_problem(M=64, dtype="bf16"), space, toolchain=tc)
     assert store.nearest_bests(lone, 2) == []
+    # a shape whose space differs (Inductor's and Helion's spaces follow the shape) still counts:
+    # its winner is offered, and a caller keeps it only where its own space holds it
+    wider = Space([Pow2("BLOCK_M", 16, 256), Pow2("BLOCK_N", 16, 128), Choice("num_warps", [4, 8]),
+                   Choice("order", ["row", "col"]), Bool("EVEN_K")], ["BLOCK_M * BLOCK_N <= 16384"])
+    other_space = Context.of(make_problem(M=256), wider, toolchain=tc)
+    assert other_space.space_fingerprint != here.space_fingerprint
+    big = {"BLOCK_M": 256, "BLOCK_N": 64, "num_warps": 8, "order": "row", "EVEN_K": True}
+    store.put(other_space, Measurement(big, time_ms=0.5))
+    got = store.nearest_bests(here, 2)
+    assert [b.context.dims["M"] for b in got] == [128, 256] and got[1].measurement.config == big
+    assert not space.is_valid(big)  # what `session.nearest_first` then leaves out

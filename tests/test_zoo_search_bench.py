@@ -1,6 +1,6 @@
 """benchmarks/zoo_search_loko.py's store-seeded rerun (`--store-seeded`): the seeds it puts first
 are the fastest configs of the kernel's nearest other recorded shapes, as the decorator seeds a new
-shape of a kernel tuned before (`autotune.autotuner.NEAREST_SEEDS`, `Store.nearest_bests`)."""
+shape of a kernel tuned before (`session.NEAREST_SEEDS`, `Store.nearest_bests`)."""
 from __future__ import annotations
 
 import importlib.util

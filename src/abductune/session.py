@@ -41,7 +41,7 @@ from .measurement import Measurement
 from .search import Budget, Strategy, make_strategy
 from .search.base import Knowledge, Seed, run
 from .space import Config
-from .store import Context, Store, config_key
+from .store import BestConfig, Context, Store, config_key
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +50,24 @@ NOISE_FLOOR = 0.01
 RUNOFF_TOP = 4
 RUNOFF_ROUNDS = 5
 _WAIT_POLL_S = (0.02, 0.5)
+# A search of a new shape first tries this kernel's winners on this many of its nearest shapes
+# tuned before (`Store.nearest_bests`; as many as the theory store's bets, tune.THEORY_SEEDS):
+# a count, not fitted
+NEAREST_SEEDS = 2
+
+
+def nearest_first(seeds: Sequence[Seed], found: Iterable[BestConfig], space: Any) -> list[Seed]:
+    """`seeds` behind the winners `found` on this kernel's nearest other shapes: measured on
+    this very kernel, they go ahead of every rule learned elsewhere. Each config once: a seed
+    with a nearest winner's config is dropped from its later place; a winner the space
+    cannot hold is left out."""
+    near: list[Seed] = []
+    for b in found:
+        cfg = dict(b.measurement.config)
+        if space.is_valid(cfg) and all(config_key(cfg) != config_key(s.config) for s in near):
+            near.append(Seed(cfg, "store:nearest shape"))
+    taken = {config_key(s.config) for s in near}
+    return near + [s for s in seeds if config_key(s.config) not in taken]
 
 
 @dataclass
@@ -111,7 +129,8 @@ class Session:
                  share: bool = True, judge: bool = True, heuristics: Sequence[Any] = (),
                  wait_timeout_s: float = 3600.0,
                  theory_evidence: Callable[[Context], Mapping[str, tuple[int, int, int]]] | None = None,
-                 prior: Iterable[Mapping[str, Any]] = ()):
+                 prior: Iterable[Mapping[str, Any]] = (), nearest: int = 0,
+                 nearest_from: Callable[[Context, int], Sequence[BestConfig]] | None = None):
         self.evaluator = evaluator
         self.problem = evaluator.problem
         self.space = evaluator.space
@@ -135,6 +154,13 @@ class Session:
         self.theory_evidence = theory_evidence
         # the space's configs best first by a model learned elsewhere (`Knowledge.prior`)
         self.prior = [dict(c) for c in prior if self.space.is_valid(c)]
+        # `nearest`: how many of this kernel's winners on its nearest other shapes go ahead of
+        # `seeds` (0: none); `nearest_from(context, n)` where they come from (default the
+        # store's `nearest_bests`; a fleet gives the store as it was when it started)
+        if nearest < 0:
+            raise AbductuneError(f"Session(nearest=...) is a count of seeds, at least 0; got {nearest}")
+        self.nearest = nearest
+        self.nearest_from = nearest_from
         self.tune_key = tune_key(self.strategy, self.options)
         self.run_id: int | None = None
         self.timing: dict[str, float] = {}
@@ -152,6 +178,19 @@ class Session:
 
     def _add_time(self, phase: str, t0: float) -> None:
         self.timing[phase] = self.timing.get(phase, 0.0) + time.perf_counter() - t0
+
+    def _with_nearest(self, seeds: list[Seed]) -> list[Seed]:
+        """`seeds` behind this kernel's winners on the `nearest` shapes nearest this one
+        (`nearest_first`). Never a reason to stop a search."""
+        if self.nearest <= 0:
+            return seeds
+        try:
+            found = (self.nearest_from or self.store.nearest_bests)(self.context, self.nearest)
+        except Exception as e:  # noqa: BLE001 - a seed source must never stop a tune
+            log.warning("%s: the store's nearest-shape winners could not be read: %s: %s",
+                        self.problem.kernel, type(e).__name__, e)
+            return seeds
+        return nearest_first(seeds, found, self.space)
 
     # -- measuring: every row goes through here into the store
     def measure(self, configs: Sequence[Mapping[str, Any]], kind: str = "search") -> list[Measurement]:
@@ -272,6 +311,7 @@ class Session:
         if settled:
             remaining = Budget(0, None if remaining.seconds is None else 0.0)
         memo = store.memo(ctx, self.space)
+        self.seeds = self._with_nearest(self.seeds)
         evidence = (self.theory_evidence or store.theory_evidence)(ctx)
         knowledge = Knowledge(history=store.measurements(ctx), theory_evidence=dict(evidence), prior=self.prior)
         last = charged[-1] if charged else None

@@ -12,7 +12,7 @@ from .errors import AbductuneError
 from .measurement import Measurement
 from .search import Budget
 from .search.base import Seed
-from .session import Session, SessionResult
+from .session import NEAREST_SEEDS, Session, SessionResult
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,8 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
              exclude: Any = None, stop_early: bool = False,
              on_batch: Callable[[list[Measurement]], None] | None = None,
              evaluator_for: Callable[[Any, Any], Any] | None = None, hardware: Any = None,
-             toolchain: str | None = None, theory_evidence: Callable[[Any], Any] | None = None) -> TuneOutcome:
+             toolchain: str | None = None, theory_evidence: Callable[[Any], Any] | None = None,
+             nearest_from: Callable[[Any, int], Any] | None = None) -> TuneOutcome:
     """Tune one (kernel, shape). mode: 'live', 'replay' or 'auto' (live when a GPU is present).
     `store`: a Store (or path); replay uses a private in-memory store when none is given.
     `stop_early`: abduction may end before the budget once its search has settled (the CLI's
@@ -146,7 +147,9 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
     `evaluator_for(problem, space)`: measure elsewhere (a fleet's GPUs, `fleet.FleetEvaluator`)
     instead of here; a live tune then names the GPU (`hardware`, a HardwareInfo) and its
     `toolchain` key, and mode must be live or replay. `theory_evidence`: the Session's (where
-    the run's theory-evidence prior comes from; default the store's tallies)."""
+    the run's theory-evidence prior comes from; default the store's tallies). With `heuristics`,
+    the first seeds are this kernel's winners on its nearest shapes in the store
+    (`session.NEAREST_SEEDS`), from `nearest_from(context, n)` where given (the Session's)."""
     from . import kernels
 
     if evaluator_for is not None and (mode not in ("live", "replay") or
@@ -224,7 +227,8 @@ def tune_one(kernel: str, dims: dict[str, int], *, strategy: str = "abduction", 
         lap("seeds", t)
         with Session(ev, strategy=strategy, seed=seed, options=options, budget=budget, seeds=all_seeds,
                      store=store, toolchain=toolchain, heuristics=fired, theory_evidence=theory_evidence,
-                     prior=prior) as session:
+                     prior=prior, nearest=NEAREST_SEEDS if heuristics else 0,
+                     nearest_from=nearest_from) as session:
             res = session.run(baselines={"fixed": fixed, "default": [default_cfg]}, vendor=True,
                               on_batch=on_batch)
     finally:

@@ -30,7 +30,7 @@ from ..measurement import Measurement
 from ..problem import Problem
 from ..search import Budget
 from ..search.base import Seed
-from ..session import Session, SessionResult
+from ..session import NEAREST_SEEDS, Session, SessionResult, nearest_first
 from ..space import Config, Space
 from ..store import Context, Store
 from .arguments import NOTHING_TO_TUNE, check_arguments, key_spec, set_hooks, set_options, set_space
@@ -46,10 +46,6 @@ from .phases import count_beyond, now, tune_phases
 from .record import Recorder
 
 log = logging.getLogger(__name__)
-
-# a search of a key beyond its list first tries this kernel's winners on this many of its nearest
-# shapes tuned before (as many as the theory store's bets, tune.THEORY_SEEDS): a count, not fitted
-NEAREST_SEEDS = 2
 
 try:  # what a descriptor argument is keyed by: the dtype of the tensor it describes
     from triton.tools.tensor_descriptor import TensorDescriptor as _TensorDescriptor
@@ -520,8 +516,9 @@ class Autotuner(TritonAutotuner):
                     # the nearest shapes tuned before (any bucket: measured on this very kernel,
                     # they go ahead of every rule learned elsewhere), then the theory store's
                     # predictions (the best rule's, then the runner-up's), then the observed database's
-                    bets = [Seed(dict(b.measurement.config), "store:nearest shape")
-                            for b in store.nearest_bests(ctx, NEAREST_SEEDS) if space.is_valid(b.measurement.config)]
+                    # (here, not by the Session's `nearest`: they must fit in the room left
+                    # beside the user's list, and the ranker's seeds in what room is left after)
+                    bets = nearest_first([], store.nearest_bests(ctx, NEAREST_SEEDS), space)
                     bets += [Seed(dict(p.config), f"theory:{p.rule.regime}" + (":runner-up" if i else ""))
                              for i, p in enumerate(theory_predictions(problem, space))]
                     seen = observed_prediction(problem, space, self.database)

@@ -90,7 +90,7 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
     """Tune built-in kernels: live on a GPU, else by replaying bundled H100 measurements."""
     from .. import kernels
     from ..search import STRATEGIES, Budget
-    from ..store import Store
+    from ..store import NearestOutside, Store
     from ..tune import gpu_available, tune_one
 
     if budget < 1:
@@ -149,6 +149,9 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
                                        stop_early=not full_budget, done=outcomes)
             outcomes = fleet_run.outcomes
         else:
+            # each shape's first seeds: its kernel's winners on the nearest shapes earlier commands
+            # tuned (never this command's: their order changes no search, as on a fleet)
+            near = NearestOutside(store, jobs) if store is not None else None
             with output.progress_bar(TextColumn("{task.fields[evals]}")) as bar:
                 task = bar.add_task("tuning", total=len(jobs), evals="")
                 for k, d in jobs:
@@ -161,7 +164,7 @@ def tune_cmd(kernel_list: str, shapes: str | None, strategy: str, budget: int, f
                         bar.update(task, evals=f"{count[0]} evals")
                     outcomes.append(tune_one(k, d, strategy=strategy, budget=Budget(budget, seconds), seed=seed,
                                              mode=mode, store=store, heuristics=not no_heuristics, database=db,
-                                             stop_early=not full_budget, on_batch=on_batch))
+                                             stop_early=not full_budget, on_batch=on_batch, nearest_from=near))
                     bar.advance(task)
     except KeyboardInterrupt:
         raise Interrupted(_tune_interrupted_note(store, last_id, len(outcomes), len(jobs))) from None

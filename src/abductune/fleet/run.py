@@ -181,7 +181,7 @@ def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mod
     in `unfinished`, and `stopped` says why (their measurements so far are in the store)."""
     if mode not in ("live", "replay"):
         raise AbductuneError(f"a fleet tunes live or replay, got mode {mode!r}")
-    from ..store import Store
+    from ..store import NearestOutside, Store
 
     t0 = time.perf_counter()
     before = sum(w.measurements for w in farm.workers)
@@ -190,6 +190,8 @@ def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mod
     # none is given, as a serial replay tune has it)
     st = Store(store) if store is not None and not isinstance(store, Store) else store
     frozen: dict[tuple, dict] = {}
+    # a search's first seeds: the winners on its kernel's nearest shapes that other commands tuned
+    nearest_from = NearestOutside(st, jobs) if st is not None else None
 
     def evidence(ctx: Any) -> dict:
         """The theory evidence of ctx's class, GPU and dtype family as it was before any of
@@ -262,7 +264,8 @@ def tune_fleet(farm: Farm, jobs: Sequence[tuple[str, Mapping[str, int]]], *, mod
                                heuristics=heuristics, database=database, options=options, stop_early=stop_early,
                                on_batch=on_batch, evaluator_for=evaluator_for, hardware=hw,
                                toolchain=farm.toolchain(pool) if pool is not None else None,
-                               theory_evidence=evidence if st is not None else None)
+                               theory_evidence=evidence if st is not None else None,
+                               nearest_from=nearest_from)
             finally:
                 started()
                 with lock:

@@ -60,7 +60,7 @@ from ..errors import AbductuneError
 from ..measure.ptxas_watch import watching
 from ..search import Budget, make_strategy
 from ..search.base import Seed
-from ..session import Session
+from ..session import NEAREST_SEEDS, Session
 from ..store import Store
 from . import inductor_kernels as K
 from . import inductor_report as R
@@ -366,7 +366,8 @@ def _finish_kernel(tuner: Any, handle: Handle, launcher: Any, args: tuple, kwarg
         inductor = [c for c in (desc.config_of(kw, w) for kw, w in tuner._abt.inductor) if c is not None]
         with watching(), Session(ev, strategy=settings.strategy, seed=settings.seed,  # a ptxas stuck for minutes is killed
                                  options=dict(settings.options), budget=Budget(settings.evaluations, settings.seconds),
-                                 seeds=seeds, store=handle.store, toolchain=handle.toolchain) as session:
+                                 seeds=seeds, store=handle.store, toolchain=handle.toolchain,
+                                 nearest=NEAREST_SEEDS) as session:  # this kernel's winners on other shapes first
             res = session.run(baselines={"inductor": inductor, "start": [start]})
         best = res.winner.config if res.winner is not None and res.winner.ok else start
         handle.stats["searches"] += 1

@@ -31,11 +31,11 @@ from ._sqlite import ENV_VAR, Connection
 from .records import (RUN_STATUSES, SEARCH_KINDS, BestConfig, Context, Run, _classification, config_json,
                       config_key)
 from .schema import SCHEMA_VERSION
-from .views import Views
+from .views import NearestOutside, Views, nearest
 from .writes import Writes
 
 __all__ = ["Store", "Context", "BestConfig", "Run", "config_key", "config_json", "default_path",
-           "ENV_VAR", "SCHEMA_VERSION", "RUN_STATUSES", "SEARCH_KINDS"]
+           "ENV_VAR", "SCHEMA_VERSION", "RUN_STATUSES", "SEARCH_KINDS", "nearest", "NearestOutside"]
 
 
 def default_path() -> Path:

@@ -31,6 +31,36 @@ def _log2_distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
     return d
 
 
+def nearest(rows: Sequence[BestConfig], ctx: Context, n: int) -> list[BestConfig]:
+    """The `n` of `rows` (best configs of `ctx`'s group) nearest `ctx` in log2 of the dims,
+    `ctx` itself left out."""
+    if n <= 0:
+        return []
+    others = [b for b in rows if b.context.identity != ctx.identity]
+    others.sort(key=lambda b: _log2_distance(b.context.dims, ctx.dims))
+    return others[:n]
+
+
+class NearestOutside:
+    """`nearest_from` for a command that tunes many shapes (`abductune tune`, a fleet): the
+    winners on a shape's nearest other shapes, leaving out every shape the command itself
+    tunes (`jobs`: (kernel, dims) pairs). The shapes seed from what earlier commands tuned,
+    never from each other, so their order, the order in which they finish, and an interrupt
+    and resume change no search's seeds: a fleet gives what a serial run gives."""
+
+    def __init__(self, store: Any, jobs: Iterable[tuple[str, Mapping[str, int]]]):
+        self.store = store
+        self.jobs = [(k, dict(d)) for k, d in jobs]
+
+    def _tuned_here(self, ctx: Context) -> bool:
+        return any(k == ctx.kernel and all(ctx.dims.get(a) == v for a, v in d.items()) for k, d in self.jobs)
+
+    def __call__(self, ctx: Context, n: int) -> list[BestConfig]:
+        rows = [b for b in self.store.best_configs(like=ctx, any_bucket=True, any_space=True)
+                if not self._tuned_here(b.context)]
+        return nearest(rows, ctx, n)
+
+
 class Views:
     """The reads of `Store` (a mixin: `Store` gives `_read`, one read under the connection's
     lock, retried while the file is locked, and `path`)."""
@@ -117,12 +147,12 @@ class Views:
     def best_configs(self, kernel: str | None = None, hardware: str | None = None, *,
                      like: Context | None = None, kernel_class: str | None = None,
                      fallback: str | None = None, dtype_family: str | None = None,
-                     any_bucket: bool = False) -> list[BestConfig]:
+                     any_bucket: bool = False, any_space: bool = False) -> list[BestConfig]:
         """The best config of every context with an ok measurement, filtered by kernel name,
         hardware (a prefix: "H100" matches "H100-SXM"), class, fallback category or dtype
         family. With `like`, only contexts in its group (source hash, space, shape bucket,
-        hardware, toolchain, dtypes; `any_bucket`: every shape bucket), nearest shapes first
-        (log2 distance of dims)."""
+        hardware, toolchain, dtypes; `any_bucket`: every shape bucket; `any_space`: every
+        space, where the space follows the shape), nearest shapes first (log2 distance of dims)."""
         where, args = [], []
         for col, val in (("kernel", kernel), ("kernel_class", kernel_class), ("fallback", fallback),
                          ("dtype_family", dtype_family)):
@@ -133,9 +163,11 @@ class Views:
             where.append("(hardware = ? OR hardware LIKE ?)")
             args += [hardware, hardware + "%"]
         if like is not None:
-            where.append("source_hash = ? AND space_fingerprint = ? AND hardware = ? AND toolchain = ? "
-                         "AND dtypes = ?" + ("" if any_bucket else " AND shape_bucket = ?"))
-            args += [like.source_hash, like.space_fingerprint, like.hardware, like.toolchain, _dumps(like.dtypes)]
+            where.append("source_hash = ? AND hardware = ? AND toolchain = ? AND dtypes = ?"
+                         + ("" if any_space else " AND space_fingerprint = ?")
+                         + ("" if any_bucket else " AND shape_bucket = ?"))
+            args += [like.source_hash, like.hardware, like.toolchain, _dumps(like.dtypes)]
+            args += [] if any_space else [like.space_fingerprint]
             args += [] if any_bucket else [like.shape_bucket]
         sql = (f"SELECT {_CTX_COLS}, {_M_COLS}, measured FROM best_configs"
                + (" WHERE " + " AND ".join(where) if where else "")
@@ -151,13 +183,11 @@ class Views:
 
     def nearest_bests(self, ctx: Context, n: int) -> list[BestConfig]:
         """The best configs of the `n` shapes of `ctx`'s kernel measured before (the same
-        source, space, GPU, toolchain and dtypes, any shape bucket) nearest `ctx` in log2 of
-        the dims, `ctx` itself left out: what a search of a new shape of a kernel tuned
-        before tries first."""
-        if n <= 0:
-            return []
-        rows = [b for b in self.best_configs(like=ctx, any_bucket=True) if b.context.identity != ctx.identity]
-        return rows[:n]
+        source, GPU, toolchain and dtypes; any shape bucket, and any space: Inductor's and
+        Helion's spaces follow the shape, and a caller keeps only what its space holds)
+        nearest `ctx` in log2 of the dims, `ctx` itself left out: what a search of a new
+        shape of a kernel tuned before tries first (`session.NEAREST_SEEDS`)."""
+        return nearest(self.best_configs(like=ctx, any_bucket=True, any_space=True), ctx, n) if n > 0 else []
 
     def best_nearby(self, ctx: Context) -> BestConfig | None:
         """The best config of `ctx` itself if measured, else of the nearest shape in its group."""
