@@ -427,3 +427,30 @@ def test_patch_triton_turns_an_unmodified_triton_autotune_kernel_into_ours(tmp_p
     p.undo()
     assert type(_load(HERE / "autotune_kernels" / "plain_triton.py", "plain_triton_after").scale_kernel) \
         is triton.runtime.autotuner.Autotuner
+
+
+@interpreted
+def test_a_budget_below_the_list_still_measures_the_whole_list_and_says_so_once(tmp_path: Path, caplog):
+    """`patch_triton(budget=N)` meets lists of every length: a budget below a kernel's list never
+    cuts it short (triton.autotune's pick is never missed), searches nothing beyond it, and the
+    log says so once, with the budget that would search beyond it."""
+    n = len(mm.CONFIGS)
+    assert n > 2
+
+    names = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps", "num_stages")
+    listed = [tuple(config_dict(c)[n] for n in names) for c in mm.CONFIGS]
+
+    def t(cfg):  # the list's last config is its fastest; anything beyond it is slower
+        here = tuple(cfg[n] for n in names)
+        return 2.0 - 0.1 * listed.index(here) if here in listed else 5.0
+    k = mm.make(store=tmp_path / "s.sqlite", timer=Timer(t), budget=2)
+    b = torch.randn(16, 16)
+    with caplog.at_level("WARNING", logger="abductune"):
+        mm.matmul(k, torch.randn(16, 16), b)
+        mm.matmul(k, torch.randn(200, 16), b)  # another key: measured whole again, not said again
+    r = k.last_result
+    assert r.evaluations == n and k.stats["evaluations"] == 2 * n
+    assert tuple(r.winner.config[n] for n in names) == listed[-1]
+    said = [m for m in caplog.messages if "below its list" in m]
+    assert len(said) == 1 and f"budget=2 is below its list of {n} configs" in said[0]
+    assert f"budget={n + 2} would also search 2 beyond it" in said[0]

@@ -136,6 +136,7 @@ class Autotuner(TritonAutotuner):
         _note_source(self)
         self._hooks = [(d, getattr(c, "pre_hook", None)) for d, c in zip(self._list, self.configs)]
         self._buckets_given = bucket is not None
+        self._said_budget = False  # a budget below the list is said once (`_budget`)
         self._key_spec = key_spec(self._list, self.arg_names, self.keys, bucket)
         # one config, no search, no alternatives: Triton launches it without tuning; so do we
         self._single: Choice | None = None
@@ -388,8 +389,20 @@ class Autotuner(TritonAutotuner):
         return choice
 
     def _budget(self, n_seeds: int) -> Budget:
-        if self.budget is not None:
-            return self.budget
+        b = self.budget
+        if b is not None and b.evaluations is not None and b.evaluations < n_seeds and self.record is None:
+            # a budget never cuts the list short: what triton.autotune measures is measured, so its
+            # pick is never missed; a budget below the list searches nothing beyond it (said once:
+            # one budget under patch_triton meets lists of every length)
+            if not getattr(self, "_said_budget", False):
+                self._said_budget = True
+                log.warning("%s: budget=%d is below its list of %d configs: the whole list is measured, as "
+                            "triton.autotune does, and nothing beyond it (budget=%d would also search %d "
+                            "beyond it)", self.name, b.evaluations, n_seeds, n_seeds + b.evaluations,
+                            b.evaluations)
+            return Budget(n_seeds, b.seconds)
+        if b is not None:
+            return b
         # a list only: measure the list, as triton.autotune does (the same cold cost)
         return Budget(n_seeds if self._grown else max(32, n_seeds))
 
