@@ -75,3 +75,29 @@ def test_unseeded_on_joint_landscapes_cold_start_tracks_random_and_tpe():
     for b in (8, 16):
         assert g[("cold", b)] <= 1.05 * min(g[("random", b)], g[("tpe", b)]), (b, g)
     assert g[("cold", 8)] <= 1.02 * g[("head", 8)], g
+
+
+def test_cold_start_draws_skip_what_the_resource_model_says_spills_and_keep_them_for_later():
+    """A cold start's space-filling draws never spend a measurement on a config whose held tile
+    needs more registers per thread than a thread has (`resources.spills_held`); each one passed
+    over is logged as a "skip" and goes to the back of the sample, where the exploring share can
+    still draw it once the search goes on (it guards against models that mislead)."""
+    from abductune.datasets.public import load_any
+    from abductune.datasets.zoo import zoo_datasets
+    from abductune.theory.resources import spills_held
+
+    ds = load_any(zoo_datasets("fla_chunk_dh_bwd_bf16")[0])  # BK x BV held tiles, no accumulator model
+    space, problem = ds.space(), ds.problem
+    flagged = [c for c in space.valid_configs() if spills_held(problem, space, c)]
+    assert flagged and all("values per thread" in spills_held(problem, space, c) for c in flagged)
+    skipped_any = False
+    for seed in range(6):
+        eng = make_strategy("abduction", seed=seed, cold_start=3)
+        res = run(eng, ReplayEvaluator(ds, seed=seed), Budget(evaluations=8), problem=problem)
+        start = _first_batch(res)
+        assert len(start) == 4 and not any(spills_held(problem, space, e["config"]) for e in start)
+        assert [space.key(m.config) for m in res.history[:4]] == [space.key(e["config"]) for e in start]
+        skips = [e for e in res.events if e["event"] == "skip"]
+        assert all(spills_held(problem, space, e["config"]) and "cold start" in e["reason"] for e in skips)
+        skipped_any |= bool(skips)
+    assert skipped_any  # the sample did draw spilling configs, and the start passed them over

@@ -301,6 +301,26 @@ def tile_values_per_thread(space: Space, config: Mapping[str, Any], threads: int
     return held / threads
 
 
+def spills_held(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | None:
+    """`spills`, and where the model knows no accumulator (`footprint`), a held tile of more
+    values per thread than a thread has registers (`tile_values_per_thread`): why a draw from
+    the whole space (abduction's exploring share, its cold start) should not spend a measurement
+    on `config`. The bound is the register file's, not fitted. Checked (session 27) on the zoo's
+    and the bundled data: on no shape of any kernel was a config it names within 9% of the
+    shape's optimum (the closest, 1.098x, on an fla backward kernel; most 2x or worse)."""
+    why = spills(problem, space, config)
+    if why is not None:
+        return why
+    fp = footprint(problem, space, config)
+    if fp.acc_per_thread is not None or fp.live_regs is not None:
+        return None
+    cap = fp.reg_cap or MAX_REGS_PER_THREAD
+    held = tile_values_per_thread(space, config, fp.threads)
+    if held is not None and held > cap:
+        return f"a tile of about {held:g} values per thread, over the {cap} registers a thread can have: it spills"
+    return None
+
+
 def trouble(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | None:
     """`infeasible` or `spills`: why a prediction or seed should not be this config."""
     return infeasible(problem, space, config) or spills(problem, space, config)

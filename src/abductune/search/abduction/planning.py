@@ -365,15 +365,16 @@ class BatchPlanner:
                              "draws and every incumbent"))
         return out
 
-    def _explore_draw(self, taken: set[tuple]) -> tuple[Config, bool] | None:
+    def _explore_draw(self, taken: set[tuple], cold: bool = False) -> tuple[Config, bool] | None:
         """The next untested config of the exploring share (and of the cold start), and whether
         it came from the ranker's order: its head (`_prior_draws`) and the space-filling sample
         (`_lhs_draw`) take turns, the ranker first, so where the ranker was learned on kernels
         unlike this one half the draws still sample the space; either goes on alone once the
-        other is spent. None when both are."""
+        other is spent. None when both are. `cold`: the cold start's draws, where nothing was
+        measured yet, skip what the resource model says spills (`_lhs_draw`)."""
         if self.explore_turn % 2 == 0 and (got := self._prior_draws(1, taken)):
             drawn = (got[0], True)
-        elif (c := self._lhs_draw(taken)) is not None:
+        elif (c := self._lhs_draw(taken, cold)) is not None:
             drawn = (c, False)
         elif got := self._prior_draws(1, taken):
             drawn = (got[0], True)
@@ -382,16 +383,40 @@ class BatchPlanner:
         self.explore_turn += 1
         return drawn
 
-    def _lhs_draw(self, taken: set[tuple]) -> Config | None:
-        """The next untested config of the exploring share's space-filling sample, or None."""
-        while self.explore_start:
-            c = self.explore_start.pop(0)
-            k = self.space.key(c)
-            if k in taken or self.known(c) or not self.space.is_valid(c) or not self._runnable(c):
-                continue
-            taken.add(k)
-            return dict(c)
-        return None
+    def _lhs_draw(self, taken: set[tuple], cold: bool = False) -> Config | None:
+        """The next untested config of the exploring share's space-filling sample, or None. At
+        a cold start (`cold`: nothing measured, the default's basin unknown) a draw the resource
+        model says spills is passed over (`_spills`); later the exploring share is the guard
+        against models that mislead on this kernel, and it draws from the whole space (what the
+        cold start passed over goes to the back of the sample)."""
+        passed: list[Config] = []
+        try:
+            while self.explore_start:
+                c = self.explore_start.pop(0)
+                k = self.space.key(c)
+                if k in taken or self.known(c) or not self.space.is_valid(c) or not self._runnable(c):
+                    continue
+                if cold and self._spills(c):
+                    passed.append(c)
+                    continue
+                taken.add(k)
+                return dict(c)
+            return None
+        finally:
+            if passed:
+                self.explore_start = (self.explore_start or []) + passed
+
+    def _spills(self, cfg: Config) -> bool:
+        """True when the resource model says `cfg` spills registers (`resources.spills_held`): a
+        cold start's space-filling draw does not spend a measurement on it (a theory's move
+        still may: it names its reason). Logged as a "skip" event."""
+        p = self.ctx.problem
+        if p is None or p.hardware is None:
+            return False
+        why = resources.spills_held(p, self.space, cfg)
+        if why is not None:
+            self.ctx.log("skip", config=cfg, reason=f"a cold start's draw the resource model says spills: {why}")
+        return why is not None
 
     def _prior_draws(self, n: int, taken: set[tuple]) -> list[Config]:
         """Up to n untested configs from the head of `Knowledge.prior` (the ranker's order,

@@ -224,7 +224,7 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         if self.explore_start is None:
             self.explore_start = latin_hypercube(self.space, self.s.seeded_startup, self.ctx.np_rng)
         out: list[tuple[Config, bool]] = []
-        while len(out) < n and (drawn := self._explore_draw(taken)) is not None:
+        while len(out) < n and (drawn := self._explore_draw(taken, cold=True)) is not None:
             out.append(drawn)
         return out
 
