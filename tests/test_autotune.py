@@ -454,3 +454,28 @@ def test_a_budget_below_the_list_still_measures_the_whole_list_and_says_so_once(
     said = [m for m in caplog.messages if "below its list" in m]
     assert len(said) == 1 and f"budget=2 is below its list of {n} configs" in said[0]
     assert f"budget={n + 2} would also search 2 beyond it" in said[0]
+
+
+@interpreted
+def test_beyond_measures_each_list_whole_then_that_many_more_in_the_grown_space(tmp_path: Path):
+    """`beyond=N` (one setting for lists of every length, as `patch_triton` needs): a key measures
+    its whole list, then N configs beyond it, in the space grown as a budget grows it; it
+    excludes `budget=`, and a count that is not an int >= 0 is refused, both before any launch."""
+    def t(cfg):  # best outside the list, as in the budget test above
+        return 1.0 + (cfg["BLOCK_SIZE_N"] != 32) + (cfg["BLOCK_SIZE_K"] != 16) + 0.5 * (cfg["num_stages"] != 2) \
+            + 0.1 * (cfg["BLOCK_SIZE_M"] != 32) + 0.01 * (cfg["num_warps"] != 4)
+    k = mm.make(store=tmp_path / "s.sqlite", timer=Timer(t), beyond=21)
+    assert k.space.fingerprint() == mm.make(store=":memory:", budget=16).space.fingerprint()  # grown alike
+    mm.matmul(k, torch.randn(16, 16), torch.randn(16, 16))
+    r = k.last_result
+    names = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps", "num_stages")
+    listed = {tuple(config_dict(c)[n] for n in names) for c in mm.CONFIGS}
+    assert r.evaluations == len(mm.CONFIGS) + 21 and k.stats["beyond_list"] >= 1
+    assert r.baselines["configs"] is not None  # the whole list measured, reported beside
+    assert tuple(r.winner.config[n] for n in names) not in listed  # the winner is beyond the list
+    with pytest.raises(AbductuneError, match="budget= or beyond=, not both"):
+        mm.make(store=":memory:", budget=8, beyond=4)
+    with pytest.raises(AbductuneError, match="beyond= is a count"):
+        mm.make(store=":memory:", beyond=-1)
+    with pytest.raises(AbductuneError, match="budget= or beyond=, not both"):
+        abductune.patch_triton(budget=8, beyond=4)

@@ -118,7 +118,7 @@ def test_subclasses_built_without_triton_autotune_are_reached(tmp_path: Path):
            "run; its per-key strategy kept as buckets)" in text
     assert "untuned_kernel: no configs: nothing to tune (Triton launches its default config) (it stays " \
            "triton.runtime.autotuner.Autotuner, as written)" in text
-    assert "policy_scale_kernel: 2 key(s) tuned" in text and "the list only (give budget= to search" in text
+    assert "policy_scale_kernel: 2 key(s) tuned" in text and "the list only (give budget= or beyond= to search" in text
 
 
 @interpreted

@@ -45,8 +45,20 @@ def check_arguments(fn: Any, base_fn: Any, arg_names: Sequence[str], configs: Se
         raise AbductuneError(f"isolate_timeout_s={isolate_timeout_s!r}: seconds per config, a number > 0")
 
 
+def check_beyond(budget: Any, beyond: Any) -> None:
+    """`beyond=` is a count of evaluations past each list, and excludes `budget=`."""
+    if beyond is None:
+        return
+    if budget is not None:
+        raise AbductuneError(f"give budget= or beyond=, not both (budget={budget!r}, beyond={beyond!r}): "
+                             "beyond=N measures each list and then N more")
+    if isinstance(beyond, bool) or not isinstance(beyond, int) or beyond < 0:
+        raise AbductuneError(f"beyond= is a count of evaluations past the list, an int >= 0; got {beyond!r}")
+
+
 def set_options(tuner: Any, *, name: str | None, kernel_class: str | None, on_miss: str, strategy: str,
                 strategy_options: Mapping[str, Any] | None, seed: int, budget: int | Budget | None,
+                beyond: int | None,
                 reference: Callable | None, reference_tol: float | None, store: Any, cache_results: bool,
                 implementations: Mapping[str, Callable] | None, compile: str, judge: bool, wait_timeout_s: float,
                 isolate: bool, isolate_timeout_s: float, database: Any) -> None:
@@ -60,6 +72,8 @@ def set_options(tuner: Any, *, name: str | None, kernel_class: str | None, on_mi
     tuner._tk = None
     tuner._tune_key()  # an unknown strategy or option fails here, not at the first launch
     tuner.budget = budget if budget is None or isinstance(budget, Budget) else Budget(budget)
+    check_beyond(budget, beyond)
+    tuner.beyond = beyond
     tuner.reference = reference
     tuner.reference_tol = reference_tol
     tuner.store_spec = store

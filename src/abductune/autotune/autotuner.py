@@ -104,7 +104,7 @@ class Autotuner(TritonAutotuner):
                rep: int | None = None, use_cuda_graph: bool = False, do_bench: Callable | None = None,
                cache_results: bool = False, *, space: Space | None = None, strategy: str = "pattern",
                strategy_options: Mapping[str, Any] | None = None, seed: int = 0,
-               budget: int | Budget | None = None, bucket: Any = None,
+               budget: int | Budget | None = None, beyond: int | None = None, bucket: Any = None,
                reference: Callable[[dict[str, Any]], Mapping[str, Any]] | None = None,
                reference_tol: float | None = None, on_miss: str = "tune", store: Any = None,
                implementations: Mapping[str, Callable] | None = None, timer: Callable | None = None,
@@ -125,14 +125,14 @@ class Autotuner(TritonAutotuner):
         self.reset_to_zero = list(reset_to_zero or ())
         self.restore_value = list(restore_value or ())
         set_options(self, name=name, kernel_class=kernel_class, on_miss=on_miss, strategy=strategy,
-                    strategy_options=strategy_options, seed=seed, budget=budget, reference=reference,
+                    strategy_options=strategy_options, seed=seed, budget=budget, beyond=beyond, reference=reference,
                     reference_tol=reference_tol, store=store, cache_results=cache_results,
                     implementations=implementations, compile=compile, judge=judge, wait_timeout_s=wait_timeout_s,
                     isolate=isolate, isolate_timeout_s=isolate_timeout_s, database=database)
         # hooks, prune_configs_by and timing (Triton's attributes); the space grown around the list
         # (its configs are the seeds) and record mode; the key spec the hit path reads
         set_hooks(self, pre_hook, post_hook, prune_configs_by, timer, do_bench, warmup, rep, use_cuda_graph)
-        set_space(self, space, budget, record, record_sample, record_progress)
+        set_space(self, space, budget if beyond is None else beyond, record, record_sample, record_progress)
         _note_source(self)
         self._hooks = [(d, getattr(c, "pre_hook", None)) for d, c in zip(self._list, self.configs)]
         self._buckets_given = bucket is not None
@@ -140,7 +140,8 @@ class Autotuner(TritonAutotuner):
         self._key_spec = key_spec(self._list, self.arg_names, self.keys, bucket)
         # one config, no search, no alternatives: Triton launches it without tuning; so do we
         self._single: Choice | None = None
-        if len(self._list) == 1 and self._grown and not self.implementations and self.budget is None:
+        if len(self._list) == 1 and self._grown and not self.implementations and self.budget is None \
+                and self.beyond is None:
             self._single = self._choice(self._list[0], "single")
 
         self.choices: dict[tuple, Choice] = {}  # the hit path: abductune's key -> what it launches
@@ -339,7 +340,8 @@ class Autotuner(TritonAutotuner):
             self.choices[key] = choice
             return choice
         seeds = self._seeds(kwargs)
-        if len(seeds) == 1 and self._grown and not self.implementations and self.budget is None:
+        if len(seeds) == 1 and self._grown and not self.implementations and self.budget is None \
+                and self.beyond is None:
             choice = self._choice(seeds[0], "single")  # Triton: one config left, nothing to time
             self.choices[key] = choice
             return choice
@@ -389,6 +391,8 @@ class Autotuner(TritonAutotuner):
         return choice
 
     def _budget(self, n_seeds: int) -> Budget:
+        if getattr(self, "beyond", None) is not None and self.record is None:
+            return Budget(n_seeds + self.beyond)  # each key's list, then `beyond` more
         b = self.budget
         if b is not None and b.evaluations is not None and b.evaluations < n_seeds and self.record is None:
             # a budget never cuts the list short: what triton.autotune measures is measured, so its
@@ -634,7 +638,10 @@ def autotune(configs: Sequence[Any] | None = None, key: Sequence[str] = (), prun
     `strategy` ("pattern"; any registered name), `strategy_options`, `seed`, `budget` (int
     evaluations or a Budget; default: the list's length with a list only, else 32; with a budget
     the space also reaches one step beyond the list's hull along tile, warps, stages and grouping
-    roles, and per shape to the theory store's predictions), `bucket`
+    roles, and per shape to the theory store's predictions; a budget below the list's length
+    measures the whole list and nothing beyond), `beyond` (instead of `budget`: each key measures
+    its whole list, then this many evaluations beyond it, in the same grown space: one setting
+    for lists of every length, as under `patch_triton`), `bucket`
     (per key argument: "exact", "pow2", ("align", N) or a callable; a dict name -> bucket, or
     one for all), `reference` (args dict -> {output name: expected}; a config whose outputs
     differ is `wrong_result` and never wins), `reference_tol`, `on_miss` ("tune" or "predict"),

@@ -36,7 +36,7 @@ from typing import Any, Iterable, Sequence
 from triton.runtime.autotuner import Autotuner as TritonAutotuner
 
 from ..errors import AbductuneError
-from .arguments import check_record_options
+from .arguments import check_beyond, check_record_options
 from .autotuner import Autotuner
 from .evaluation import printing
 
@@ -263,7 +263,7 @@ def _beyond_line(t: Autotuner) -> str:
         if s["won_beyond_list"]:
             text += f" (up to {s['gain_beyond_list']:.2f}x the list's best)"
     else:
-        text += "; the list only (give budget= to search beyond it)"
+        text += "; the list only (give budget= or beyond= to search beyond it)"
     if s.get("ptxas_killed"):
         text += f"; {s['ptxas_killed']} compile(s) killed by the ptxas watch"
     return text
@@ -314,8 +314,9 @@ def patch_triton(*, exclude: Iterable[Any] | Sequence[Any] = (), report_at_exit:
                  record_only: Iterable[str] = (), **options: Any) -> TritonPatch:
     """Make every Triton autotuner built from now on abductune's: `triton.autotune` kernels, an
     `Autotuner` built directly, and libraries' subclasses of it (fla's `CachedAutotuner`,
-    FlagGems' `LibTuner`), with `options` (abductune's keyword options: store, budget, bucket,
-    timer, ...) as their defaults. Kernels built while the patch is on are affected (import
+    FlagGems' `LibTuner`), with `options` (abductune's keyword options: store, budget, beyond,
+    bucket, timer, ...) as their defaults; `beyond=N` has each autotuner measure its whole list
+    and then N configs beyond it (one `budget=` meets lists of every length). Kernels built while the patch is on are affected (import
     their modules after patching). `exclude`: classes (or their names) to leave alone.
     `report_at_exit`: print `report()` at exit (default: when ABDUCTUNE_PRINT_AUTOTUNING=1; a
     log line at INFO otherwise). Reversible: `p = patch_triton(); ...; p.undo()`, or
@@ -327,6 +328,7 @@ def patch_triton(*, exclude: Iterable[Any] | Sequence[Any] = (), report_at_exit:
     if unknown:
         raise AbductuneError(f"patch_triton: unknown option {', '.join(unknown)}; abductune's options are "
                              f"{', '.join(sorted(_option_names()))}")
+    check_beyond(options.get("budget"), options.get("beyond"))  # here, not at a library's import
     record_only = tuple(record_only)
     if record_only and options.get("record") is None:
         raise AbductuneError("patch_triton: record_only names kernels to record, but no record=DIR is given")
