@@ -198,9 +198,12 @@ def child_op(spec: dict[str, Any], res: dict[str, Any]) -> None:
         if spec["mode"] != "triton":
             import abductune
 
-            # LIBRARY_OPS_BUDGET: the "patch32" mode's budget, for a run that must reach beyond a 32-config list
+            # LIBRARY_OPS_BUDGET: the "patch32" mode's budget, for a run that must reach beyond a 32-config list;
+            # LIBRARY_OPS_BEYOND=N: that mode gives beyond=N instead (each list whole, then N more)
             budget = int(os.environ.get("LIBRARY_OPS_BUDGET", "32"))
-            patch = abductune.patch_triton(store=spec["store"], **({"budget": budget} if spec["mode"] == "patch32" else {}))
+            more = os.environ.get("LIBRARY_OPS_BEYOND")
+            grow = {"beyond": int(more)} if more else {"budget": budget}
+            patch = abductune.patch_triton(store=spec["store"], **(grow if spec["mode"] == "patch32" else {}))
         import torch
         import triton
 
