@@ -24,6 +24,7 @@ from library_shapes import DYT_ROWS as ROWS  # noqa: E402
 from library_shapes import FLAGGEMS_BMM_BMNK, FLAGGEMS_RMS_ROWS, GLA_CHUNK, GLA_SHAPES  # noqa: E402
 from library_shapes import FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL, FLAGGEMS_KRON, FLAGGEMS_MAXPOOL  # noqa: E402
 from library_shapes import GDN_CHUNK, GDN_SHAPES  # noqa: E402
+from library_shapes import FLAGGEMS_AMAX_MN, FLAGGEMS_BATCH_NORM, FLAGGEMS_BICUBIC, FLAGGEMS_TRIU_MN  # noqa: E402
 from library_shapes import MOE_LAYERS as _MOE_CALLS  # noqa: E402
 
 
@@ -295,6 +296,60 @@ def _fg_kron(p):
                                          flops=float(m * n), min_bytes=2.0 * (m * n + m1 * n1 + m2 * n2))
 
 
+# flaggems_batch_norm's shapes keyed as its key is (batch_dim, spatial_dim): (batch, channels, height, width)
+BATCH_NORM = {(n, h * w): (n, c, h, w) for n, c, h, w in FLAGGEMS_BATCH_NORM}
+
+
+def _fg_batch_norm(p):
+    # training mode: each channel (a program) reduces its batch x spatial elements to a mean and a
+    # variance (a Welford pass), then writes them normalised, scaled and shifted: a row reduction
+    # with a row per channel (the class abductune infers from the name), the row being batch x
+    # spatial elements in runs of `spatial` contiguous ones. About 10 operations an element (the
+    # Welford update, then subtract, two multiplies and an add); x read once and y written once
+    # (bf16) at the least (the kernel reads x twice), weight and bias read and the batch mean and
+    # 1/std written (bf16), the fp32 running mean and variance read and written
+    n, hw = p.dims["batch_dim"], p.dims["spatial_dim"]
+    _, c, h, w = BATCH_NORM[(n, hw)]
+    elems = n * c * hw
+    return "flaggems_batch_norm_bf16", replace(p, kernel_class="row_reduction", dims={
+        "rows": c, "cols": n * hw, "batch": n, "height": h, "width": w},
+        flops=10.0 * elems, min_bytes=4.0 * elems + 2.0 * 4 * c + 4.0 * 4 * c)
+
+
+# flaggems_bicubic's shapes keyed as its key is (W_out, the output width): (batch, channels, in height, in width)
+BICUBIC = {2 * w: (n, c, h, w) for n, c, h, w in FLAGGEMS_BICUBIC}
+
+
+def _fg_bicubic(p):
+    # a gather of 4 x 4 input taps per output pixel, each weighted (Keys' cubic), in fp32: 16
+    # multiply-adds an output element (the per-row and per-column weights not counted); every
+    # output written once and every input read once (bf16). An elementwise map over the output
+    # (as the nearest upsampling), its dims the output's with the row width W that BLOCK_W tiles
+    wo = p.dims["W_out"]
+    n, c, h, w = BICUBIC[wo]
+    out = n * c * 2 * h * wo
+    return "flaggems_upsample_bicubic2d_bf16", replace(p, kernel_class="elementwise", dims={
+        "numel": out, "batch": n, "channels": c, "H": 2 * h, "W": wo},
+        flops=32.0 * out, min_bytes=2.0 * (out + n * c * h * w))
+
+
+def _fg_triu(p):
+    # a masked copy: every output element written (bf16), those on or above the diagonal read
+    # (at the least: the kernel reads them all); one compare-and-select an element. As kron, an
+    # elementwise map over a 2-D output, its dims the matrix's M and N
+    m, n = p.dims["M"], p.dims["N"]
+    kept = sum(max(0, n - i) for i in range(m))  # elements with column >= row (diagonal 0)
+    return "flaggems_triu_bf16", replace(p, kernel_class="elementwise", dims={"M": m, "N": n},
+                                         flops=float(m * n), min_bytes=2.0 * (m * n + kept))
+
+
+def _fg_amax(p):
+    # one maximum an element; x read once (bf16), one maximum a row written (bf16)
+    m, n = p.dims["M"], p.dims["N"]
+    return "flaggems_amax_bf16", replace(p, kernel_class="row_reduction", dims={"rows": m, "cols": n},
+                                         flops=float(m * n), min_bytes=2.0 * m * n + 2.0 * m)
+
+
 # what the call passed that neither the key nor the dims say (kernel -> problem dims -> meta.call)
 def _padding(shapes: dict, dims: dict) -> int:
     """A pool's padding, from the problem dims its header states (`_pooled`)."""
@@ -307,7 +362,14 @@ CALLS = {"_attn_fwd": lambda dims: {"is_causal": False, "attn_mask": None, "kv_h
          "max_pool2d_forward_kernel": lambda dims: {
              "padding": _padding(MAXPOOL, dims), "dilation": 1, "ceil_mode": False},
          "kron_kernel_for_batch_size_1": lambda dims: dict(zip(("M1", "N1", "M2", "N2"),
-                                                               KRON[(dims["M"], dims["N"])]))}
+                                                               KRON[(dims["M"], dims["N"])])),
+         "batch_norm_forward_kernel": lambda dims: {
+             "input": "batch x channels x height x width", "training": True, "momentum": 0.1, "eps": 1e-5,
+             "weight": True, "bias": True, "running_stats": "fp32"},
+         "_upsample_bicubic2d_row_kernel": lambda dims: {
+             "in_h": dims["H"] // 2, "in_w": dims["W"] // 2, "scale": 2, "align_corners": False},
+         "triu_kernel": lambda dims: {"diagonal": 0},
+         "amax_kernel": lambda dims: {"dim": [-1], "keepdim": False}}
 
 
 CONV_ROLES = {"BLOCK_NI_HO_WO": "tile:M", "BLOCK_CO": "tile:N", "BLOCK_CI": "tile:K"}
@@ -330,7 +392,9 @@ KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "_attn_fwd": _fg_attn, "avg_pool2d_forward_kernel": _fg_pool,
            "max_pool2d_forward_kernel": _fg_maxpool, "kron_kernel_for_batch_size_1": _fg_kron,
            "chunk_bwd_kernel_dh": lambda p: _gla_bwd(p, "dh"), "chunk_gla_bwd_kernel_dv": lambda p: _gla_bwd(p, "dv"),
-           "chunk_gla_bwd_kernel_inter": lambda p: _gla_bwd(p, "inter")}
+           "chunk_gla_bwd_kernel_inter": lambda p: _gla_bwd(p, "inter"),
+           "batch_norm_forward_kernel": _fg_batch_norm, "_upsample_bicubic2d_row_kernel": _fg_bicubic,
+           "triu_kernel": _fg_triu, "amax_kernel": _fg_amax}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
 RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul"),
@@ -352,6 +416,10 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "avg_pool2d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.avg_pool2d"),
             "max_pool2d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.max_pool2d_with_indices"),
             "kron_kernel_for_batch_size_1": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.kron"),
+            "batch_norm_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.batch_norm"),
+            "_upsample_bicubic2d_row_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.upsample_bicubic2d"),
+            "triu_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.triu"),
+            "amax_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.amax"),
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gla.chunk_gla (backward)")
                for k in ("chunk_bwd_kernel_dh", "chunk_gla_bwd_kernel_dv", "chunk_gla_bwd_kernel_inter")},
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gated_delta_rule.chunk_gated_delta_rule")

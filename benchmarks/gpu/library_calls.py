@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 
 import torch
-from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL, FLAGGEMS_BMM_BMNK,
+from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_AMAX_MN, FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL,
+                            FLAGGEMS_BATCH_NORM, FLAGGEMS_BICUBIC, FLAGGEMS_BMM_BMNK, FLAGGEMS_TRIU_MN,
                             FLAGGEMS_CONV2D, FLAGGEMS_KRON, FLAGGEMS_MAXPOOL, FLAGGEMS_NORM_MN,
                             FLAGGEMS_UPSAMPLE, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
                             FLAGGEMS_RMS_N, FLAGGEMS_RMS_ROWS, FLAGGEMS_SMX_BWD_MN, FLAGGEMS_VAR_MEAN_MN,
@@ -349,3 +350,68 @@ def flaggems_kron() -> None:
         b = torch.randn(m2, n2, device="cuda", dtype=torch.bfloat16, generator=g)
         _check(f"flaggems kron {m1}x{n1} (x) {m2}x{n2}", flag_gems.kron(a, b), torch.kron(a.float(), b.float()), 1e-2)
 
+
+
+def flaggems_batch_norm() -> None:
+    """FlagGems' batch norm forward in training mode (`batch_norm_forward_kernel`: one program per
+    channel, a Welford pass over the channel's batch x spatial elements in BLOCK_M x BLOCK_N tiles,
+    then a second pass writing the normalised output; BLOCK_M and BLOCK_N come from its own
+    heuristics (16,384 elements a tile), its list is warps; keyed by batch_dim and spatial_dim)
+    through `flag_gems.batch_norm`, bf16, with weight, bias and fp32 running statistics (the
+    kernel updates them in place: its `restore_value` puts them back between timed runs).
+    Checked against torch's batch norm in training mode, the output and the batch mean."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    f = torch.nn.functional
+    for n, c, h, w in _pick(FLAGGEMS_BATCH_NORM):
+        x = torch.randn(n, c, h, w, device="cuda", dtype=torch.bfloat16, generator=g) * 2 + 0.5
+        weight = torch.randn(c, device="cuda", dtype=torch.bfloat16, generator=g)
+        bias = torch.randn(c, device="cuda", dtype=torch.bfloat16, generator=g)
+        run_mean = torch.zeros(c, device="cuda", dtype=torch.float32)
+        run_var = torch.ones(c, device="cuda", dtype=torch.float32)
+        y, mean, _ = flag_gems.batch_norm(x, weight, bias, run_mean, run_var, True, 0.1, 1e-5)
+        ref = f.batch_norm(x.float(), None, None, weight.float(), bias.float(), training=True, eps=1e-5)
+        _check(f"flaggems batch_norm N{n} C{c} {h}x{w}", y, ref, 2e-2)
+        _check(f"flaggems batch_norm mean N{n} C{c}", mean, x.float().mean((0, 2, 3)), 2e-2)
+
+
+def flaggems_bicubic() -> None:
+    """FlagGems' bicubic 2x upsampling (`_upsample_bicubic2d_row_kernel`: BLOCK_W output pixels of
+    one output row per program, four input rows of four taps each, Keys' cubic with a = -0.75;
+    keyed by the output width) through `flag_gems.upsample_bicubic2d`, bf16, align_corners=False
+    (the op's default and torch's); checked against torch's bicubic `interpolate`."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    f = torch.nn.functional
+    for n, c, h, w in _pick(FLAGGEMS_BICUBIC):
+        x = torch.randn(n, c, h, w, device="cuda", dtype=torch.bfloat16, generator=g)
+        y = flag_gems.upsample_bicubic2d(x, [2 * h, 2 * w], False)
+        ref = f.interpolate(x.float(), size=(2 * h, 2 * w), mode="bicubic", align_corners=False)
+        _check(f"flaggems upsample_bicubic2d {n}x{c}x{h}x{w}", y, ref, 2e-2)
+
+
+def flaggems_triu() -> None:
+    """FlagGems' upper triangle of a 2-D matrix (`triu_kernel`: M_BLOCK_SIZE rows per program, a
+    loop over the row in N_BLOCK_SIZE columns, below-diagonal elements written as zero; keyed by
+    M and N) through `flag_gems.triu`, bf16, diagonal 0; checked against `torch.triu` (exact)."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for m, n in _pick(FLAGGEMS_TRIU_MN):
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        _check(f"flaggems triu {m}x{n}", flag_gems.triu(x), torch.triu(x), 1e-6)
+
+
+def flaggems_amax() -> None:
+    """FlagGems' max over the last dimension (`amax_kernel`: BLOCK_M rows per program, a loop over
+    the row in BLOCK_N columns keeping a BLOCK_M x BLOCK_N running maximum; a `libtuner` keyed by
+    M and N) through `flag_gems.amax(x, dim=[-1])`, bf16 (5.0.2's op wants a list of dims: an int
+    fails its `len(dim)`); checked against `torch.amax` (exact)."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for m, n in _pick(FLAGGEMS_AMAX_MN):
+        x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        _check(f"flaggems amax {m}x{n}", flag_gems.amax(x, dim=[-1]), x.float().amax(-1), 1e-6)

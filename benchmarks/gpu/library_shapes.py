@@ -59,3 +59,18 @@ FLAGGEMS_MAXPOOL = ((32, 64, 112, 3, 2, 1), (64, 128, 56, 2, 2, 0), (16, 512, 28
 # FlagGems' Kronecker product of two bf16 matrices: (M1, N1, M2, N2), A is M1 x N1 and B M2 x N2; the
 # autotuner's key is the output's M1*M2 x N1*N2, so each pair has its own output size
 FLAGGEMS_KRON = ((64, 64, 64, 64), (32, 128, 128, 64), (16, 16, 128, 512))
+# FlagGems' batch norm forward (`batch_norm_forward_kernel` through flag_gems.batch_norm), training mode,
+# bf16: (batch, channels, height, width), CNN activations (a ResNet stem's output, ResNet-50's stage-1
+# and stage-2 outputs, a late 14 x 14 stage at batch 128). The key is (batch_dim, spatial_dim), so each
+# shape differs in those; the channels (the grid: one program per channel) come from here
+FLAGGEMS_BATCH_NORM = ((32, 64, 112, 112), (64, 256, 56, 56), (128, 512, 14, 14), (32, 512, 28, 28))
+# FlagGems' bicubic 2x upsampling (`_upsample_bicubic2d_row_kernel` through flag_gems.upsample_bicubic2d),
+# align_corners=False (the op's default), bf16: (batch, channels, input height, input width). The key is
+# the output width alone, so each shape has its own; batch, channels and heights come from here. RGB
+# images (512 x 512, a 720p frame) and feature maps
+FLAGGEMS_BICUBIC = ((8, 3, 512, 512), (16, 64, 128, 128), (8, 32, 256, 256), (2, 3, 720, 1280))
+# FlagGems' upper triangle of a 2-D matrix (`triu_kernel` through flag_gems.triu, diagonal 0), bf16: (M, N)
+FLAGGEMS_TRIU_MN = ((8192, 8192), (4096, 16384), (16384, 4096), (2048, 2048))
+# FlagGems' max over the last dimension (`amax_kernel` through flag_gems.amax(x, dim=[-1])), bf16: (rows,
+# row length): logits over Llama-2's and Llama-3's vocabularies, hidden states, short rows
+FLAGGEMS_AMAX_MN = ((4096, 32000), (2048, 128256), (16384, 4096), (65536, 1024))
