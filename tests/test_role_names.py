@@ -76,3 +76,19 @@ def test_b_and_one_capital_is_a_tile_of_that_dim():
     sp = Space([Pow2("BK", 16, 128), Pow2("BV", 32, 64), Pow2("num_warps", 1, 16)])
     assert tile_dim_name(sp["BV"].role, classify(pb, sp)) == "V"
     assert tiled_dims(pb, sp)["tile:V"][:2] == ("BV", 256)
+
+
+def test_a_tile_named_dim_first_or_dim_between_block_and_size_is_a_tile_of_that_dim():
+    """FlagGems' names: `M_BLOCK_SIZE` and `N_BLOCK_SIZE` (triu), `BLOCK_ROW_SIZE` and
+    `BLOCK_COL_SIZE`, `BATCH_BLOCK_SIZE`: a block of the dim they name, so growth and the
+    resource model see them (the recorded triu had them without a role, fixed at one value
+    each); a count of blocks (`NUM_BLOCK`) and Inductor's `X_BLOCK` keep their readings."""
+    assert infer_role("M_BLOCK_SIZE") == "tile:M" and infer_role("N_BLOCK_SIZE") == "tile:N"
+    assert infer_role("BLOCK_ROW_SIZE") == "tile:ROW" and infer_role("BLOCK_COL_SIZE") == "tile:COL"
+    assert infer_role("BATCH_BLOCK_SIZE") == "tile:BATCH" and infer_role("ROW_TILE") == "tile:ROW"
+    assert infer_role("NUM_BLOCK") is None and infer_role("X_BLOCK") == "tile:X" and infer_role("R0_BLOCK") == "tile:R"
+    from abductune.autotune.configs import grow_space
+
+    listed = Space([Choice("M_BLOCK_SIZE", [1]), Choice("N_BLOCK_SIZE", [2048]), Choice("num_warps", [4, 8])])
+    grown = grow_space(listed)  # what budget= / beyond= search: one step beyond the list, tiles x2 and /2
+    assert 2 in grown["M_BLOCK_SIZE"].values and {1024, 2048, 4096} <= set(grown["N_BLOCK_SIZE"].values)

@@ -36,6 +36,11 @@ _ROLE_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     (re.compile(r"^(?:block(?:_size)?|tile(?:_size)?)_([a-z][a-z0-9]*)$", re.I),
      lambda m: f"tile:{m.group(1).upper()}"),
     (re.compile(r"^b([mnk])$", re.I), lambda m: f"tile:{m.group(1).upper()}"),
+    # BLOCK_ROW_SIZE, BLOCK_COL_SIZE (FlagGems): the dim between BLOCK and SIZE
+    (re.compile(r"^(?:block|tile)_([a-z][a-z0-9]*)_size$", re.I), lambda m: f"tile:{m.group(1).upper()}"),
+    # M_BLOCK_SIZE, N_BLOCK_SIZE, BATCH_BLOCK_SIZE, ROW_TILE (FlagGems' triu, bmm-like kernels): the
+    # dim first; never NUM_BLOCK (a count), and X_BLOCK / R0_BLOCK stay Inductor's above
+    (re.compile(r"^(?!num_)([a-z][a-z0-9]*)_(?:block|tile)(?:_?size)?$", re.I), lambda m: f"tile:{m.group(1).upper()}"),
     # BT, BV, BC, BS, BD (flash-linear-attention, Mamba, FlashAttention ports): B and one capital,
     # a block of the dim that letter names; capitals only, so a lower-case `bs` (a batch size) is
     # not read as a tile
