@@ -4,21 +4,14 @@ then the kernel's whole list), so no search can end slower than `triton.autotune
 kernel whose list is its whole recorded space has nothing beyond it to find."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+from bench_scripts import load_benchmark
 
 from abductune.datasets.public import load_any
 from abductune.datasets.zoo import zoo_datasets
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "list_beyond.py"
-
 
 def _module():
-    spec = importlib.util.spec_from_file_location("list_beyond", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("list_beyond")
 
 
 def test_the_seeds_are_the_bets_then_the_whole_list_and_no_search_ends_behind_the_lists_best():

@@ -3,12 +3,13 @@ are the fastest configs of the kernel's nearest other recorded shapes, as the de
 shape of a kernel tuned before (`session.NEAREST_SEEDS`, `Store.nearest_bests`)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
 import sys
 from pathlib import Path
+
+from bench_scripts import load_benchmark
 
 from abductune.datasets.public import load_any
 from abductune.datasets.zoo import zoo_datasets
@@ -18,10 +19,7 @@ SCRIPT = ROOT / "benchmarks" / "zoo_search_loko.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("zoo_search_loko", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("zoo_search_loko")
 
 
 def test_the_nearest_other_shapes_winners_nearest_first():
