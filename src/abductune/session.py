@@ -156,7 +156,8 @@ class Session:
         self.prior = [dict(c) for c in prior if self.space.is_valid(c)]
         # `nearest`: how many of this kernel's winners on its nearest other shapes go ahead of
         # `seeds` (0: none); `nearest_from(context, n)` where they come from (default the
-        # store's `nearest_bests`; a fleet gives the store as it was when it started)
+        # store's `nearest_bests`; a command tuning many shapes, serial or on a fleet, gives
+        # `store.NearestOutside`, so its own shapes never seed each other)
         if nearest < 0:
             raise AbductuneError(f"Session(nearest=...) is a count of seeds, at least 0; got {nearest}")
         self.nearest = nearest
