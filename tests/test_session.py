@@ -333,11 +333,6 @@ def test_a_read_only_store_answers_a_finished_tune_and_refuses_new_work(tmp_path
     assert path.read_bytes() == before
 
 
-def _gelu(numel: int):
-    [p] = [p for p in bundled_datasets(kernel="gelu_mul_fp16") if f"numel{numel}." in str(p)]
-    return read_dataset(p)
-
-
 def test_a_new_shape_first_tries_this_kernels_winners_on_its_nearest_shapes_in_the_store(tmp_path: Path):
     """`tune_one` (the CLI's tune, the fleet's searches) with a store: a new shape's first seeds
     are the kernel's winners on the nearest shapes tuned before, nearest first, ahead of every
@@ -372,7 +367,7 @@ def test_session_nearest_seeds_skip_what_the_space_cannot_hold_and_are_off_by_de
     from abductune.errors import AbductuneError
     from abductune.store import BestConfig
 
-    ev = ReplayEvaluator(_gelu(917504))
+    ev = ReplayEvaluator(gelu_dataset())
     good = ev.space.default()
     other = next(c for c in ev.space.valid_configs() if c != good)
     bad = {**good, "no_such_parameter": 1}

@@ -391,14 +391,14 @@ class Autotuner(TritonAutotuner):
         return choice
 
     def _budget(self, n_seeds: int) -> Budget:
-        if getattr(self, "beyond", None) is not None and self.record is None:
+        if self.beyond is not None and self.record is None:
             return Budget(n_seeds + self.beyond)  # each key's list, then `beyond` more
         b = self.budget
         if b is not None and b.evaluations is not None and b.evaluations < n_seeds and self.record is None:
             # a budget never cuts the list short: what triton.autotune measures is measured, so its
             # pick is never missed; a budget below the list searches nothing beyond it (said once:
             # one budget under patch_triton meets lists of every length)
-            if not getattr(self, "_said_budget", False):
+            if not self._said_budget:
                 self._said_budget = True
                 log.warning("%s: budget=%d is below its list of %d configs: the whole list is measured, as "
                             "triton.autotune does, and nothing beyond it (budget=%d would also search %d "

@@ -56,9 +56,7 @@ class NearestOutside:
         return any(k == ctx.kernel and all(ctx.dims.get(a) == v for a, v in d.items()) for k, d in self.jobs)
 
     def __call__(self, ctx: Context, n: int) -> list[BestConfig]:
-        rows = [b for b in self.store.best_configs(like=ctx, any_bucket=True, any_space=True)
-                if not self._tuned_here(b.context)]
-        return nearest(rows, ctx, n)
+        return self.store.nearest_bests(ctx, n, leave_out=self._tuned_here)
 
 
 class Views:
@@ -181,13 +179,18 @@ class Views:
             rows.sort(key=lambda b: _log2_distance(b.context.dims, like.dims))
         return rows
 
-    def nearest_bests(self, ctx: Context, n: int) -> list[BestConfig]:
+    def nearest_bests(self, ctx: Context, n: int,
+                      leave_out: Callable[[Context], bool] | None = None) -> list[BestConfig]:
         """The best configs of the `n` shapes of `ctx`'s kernel measured before (the same
         source, GPU, toolchain and dtypes; any shape bucket, and any space: Inductor's and
         Helion's spaces follow the shape, and a caller keeps only what its space holds)
-        nearest `ctx` in log2 of the dims, `ctx` itself left out: what a search of a new
-        shape of a kernel tuned before tries first (`session.NEAREST_SEEDS`)."""
-        return nearest(self.best_configs(like=ctx, any_bucket=True, any_space=True), ctx, n) if n > 0 else []
+        nearest `ctx` in log2 of the dims, `ctx` itself and contexts `leave_out` names left
+        out: what a search of a new shape of a kernel tuned before tries first
+        (`session.NEAREST_SEEDS`)."""
+        if n <= 0:
+            return []
+        rows = self.best_configs(like=ctx, any_bucket=True, any_space=True)
+        return nearest([b for b in rows if leave_out is None or not leave_out(b.context)], ctx, n)
 
     def best_nearby(self, ctx: Context) -> BestConfig | None:
         """The best config of `ctx` itself if measured, else of the nearest shape in its group."""

@@ -239,7 +239,11 @@ def _dot_k_short(problem: Problem, space: Space, config: Mapping[str, Any]) -> s
 
 def spills(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | None:
     """Why `config` will spill registers, or None."""
-    fp = footprint(problem, space, config)
+    return _spills(footprint(problem, space, config))
+
+
+def _spills(fp: Footprint) -> str | None:
+    """`spills` of a computed footprint."""
     if fp.live_regs is not None and fp.reg_cap is not None:
         if fp.live_regs >= fp.reg_cap:  # the tiles alone leave no register for addresses and loop state
             return (f"about {fp.live_regs:g} registers per thread live (accumulator, scores and P), as many as "
@@ -267,11 +271,18 @@ def hopeless(problem: Problem, space: Space, config: Mapping[str, Any]) -> str |
     if need is not None and need > HOPELESS_REGS_X * cap:
         return (f"about {need:g} accumulator registers per thread, over {HOPELESS_REGS_X} times the {cap} a "
                 "thread can have: most would spill, and ptxas takes minutes on such configs")
-    if need is None and (held := tile_values_per_thread(space, config, fp.threads)) is not None \
-            and held > HOPELESS_REGS_X * cap:
+    if (held := _held_per_thread(space, config, fp)) is not None and held > HOPELESS_REGS_X * cap:
         return (f"a tile of about {held:g} values per thread, over {HOPELESS_REGS_X} times the {cap} registers a "
                 "thread can have: most would spill, and ptxas takes minutes on such configs")
     return None
+
+
+def _held_per_thread(space: Space, config: Mapping[str, Any], fp: Footprint) -> float | None:
+    """`tile_values_per_thread` where the footprint models no accumulator (nor live registers),
+    else None: the held tile counts only where nothing better is known (`hopeless`, `spills_held`)."""
+    if fp.live_regs is not None or fp.acc_per_thread is not None:
+        return None
+    return tile_values_per_thread(space, config, fp.threads)
 
 
 def tile_values_per_thread(space: Space, config: Mapping[str, Any], threads: int | None) -> float | None:
@@ -308,14 +319,12 @@ def spills_held(problem: Problem, space: Space, config: Mapping[str, Any]) -> st
     measurement on `config`. The bound is the register file's, not fitted. Checked (session 27) on the zoo's
     and the bundled data: on no shape of any kernel was a config it names within 9% of the
     shape's optimum (the closest, 1.098x, on an fla backward kernel; most 2x or worse)."""
-    why = spills(problem, space, config)
+    fp = footprint(problem, space, config)
+    why = _spills(fp)
     if why is not None:
         return why
-    fp = footprint(problem, space, config)
-    if fp.acc_per_thread is not None or fp.live_regs is not None:
-        return None
     cap = fp.reg_cap or MAX_REGS_PER_THREAD
-    held = tile_values_per_thread(space, config, fp.threads)
+    held = _held_per_thread(space, config, fp)
     if held is not None and held > cap:
         return f"a tile of about {held:g} values per thread, over the {cap} registers a thread can have: it spills"
     return None

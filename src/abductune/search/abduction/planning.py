@@ -403,8 +403,8 @@ class BatchPlanner:
                 return dict(c)
             return None
         finally:
-            if passed:
-                self.explore_start = (self.explore_start or []) + passed
+            if passed:  # then a list: `passed` came out of it
+                self.explore_start.extend(passed)
 
     def _spills(self, cfg: Config) -> bool:
         """True when the resource model says `cfg` spills registers (`resources.spills_held`): a
