@@ -11,6 +11,7 @@ same under the names below (kernels not listed are skipped, and said so).
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -25,6 +26,7 @@ from library_shapes import FLAGGEMS_BMM_BMNK, FLAGGEMS_RMS_ROWS, GLA_CHUNK, GLA_
 from library_shapes import FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL, FLAGGEMS_KRON, FLAGGEMS_MAXPOOL  # noqa: E402
 from library_shapes import GDN_CHUNK, GDN_SHAPES  # noqa: E402
 from library_shapes import FLAGGEMS_AMAX_MN, FLAGGEMS_BATCH_NORM, FLAGGEMS_BICUBIC, FLAGGEMS_TRIU_MN  # noqa: E402
+from library_shapes import FLAGGEMS_INSTANCE_NORM, FLAGGEMS_WEIGHT_NORM  # noqa: E402
 from library_shapes import MOE_LAYERS as _MOE_CALLS  # noqa: E402
 
 
@@ -350,6 +352,58 @@ def _fg_amax(p):
                                          flops=float(m * n), min_bytes=2.0 * m * n + 2.0 * m)
 
 
+# flaggems_weight_norm's weights keyed as its key is (v_shape0, v_shape1, v_shape2): the weight's shape
+WEIGHT_NORM = {(v[0], v[1], math.prod(v[2:])): v for v in FLAGGEMS_WEIGHT_NORM}
+
+
+def _fg_weight_norm(p):
+    # the norm over every dim but 1: a row per output channel (v_shape1, BLOCK_ROW_SIZE of them a
+    # program) of in_channels x taps elements (the column loop), each row a run of `taps`
+    # contiguous elements every out x taps. A square and an add an element, then a multiply and a
+    # divide writing it; v read once and the output written once (bf16) at the least (the kernel
+    # reads v twice), g read (bf16) and the norm written (fp32) per row
+    v0, v1, v2 = p.dims["v_shape0"], p.dims["v_shape1"], p.dims["v_shape2"]
+    elems = v0 * v1 * v2
+    return "flaggems_weight_norm_bf16", replace(p, kernel_class="row_reduction", dims={
+        "rows": v1, "cols": v0 * v2, "in_channels": v0, "taps": v2},
+        flops=4.0 * elems, min_bytes=4.0 * elems + 2.0 * v1 + 4.0 * v1)
+
+
+def _fg_reglu(p):
+    # relu(a) * b: a maximum and a multiply an output element; the input's two halves read and
+    # the output written once (bf16). An elementwise map over a 2-D output tiled BLOCK_M x BLOCK_N,
+    # its dims the output's M and N (as kron's) beside numel
+    m, n = p.dims["M"], p.dims["N_OUT"]
+    return "flaggems_reglu_bf16", replace(p, kernel_class="elementwise", dims={"numel": m * n, "M": m, "N": n},
+                                          flops=2.0 * m * n, min_bytes=6.0 * m * n)
+
+
+def _fg_smx_non_inner(p):
+    # dx = y * (dy - sum(y * dy)) over dim 1 of an M x N x K tensor: each of the M outer indices
+    # (rows, grid axis 0) reduces N (the cols, strided by K) for each of its K columns, TILE_K of
+    # them a program (grid axis 1); y and dy read, dx written once (bf16)
+    m, n, k = p.dims["M"], p.dims["N"], p.dims["K"]
+    return "flaggems_softmax_bwd_non_inner_bf16", replace(p, kernel_class="row_reduction", dims={
+        "rows": m, "cols": n, "K": k}, flops=4.0 * m * n * k, min_bytes=6.0 * m * n * k)
+
+
+# flaggems_instance_norm's inputs keyed as its key is (M, N) = (batch x channels, spatial elements)
+INSTANCE_NORM = {(x[0] * x[1], math.prod(x[2:])): x for x in FLAGGEMS_INSTANCE_NORM}
+
+
+def _fg_instance_norm(p):
+    # one program a (sample, channel) row of N spatial elements: a Welford pass, then a
+    # normalising pass, about 10 operations an element as batch norm's; x read once and y
+    # written once (bf16) at the least (the kernel reads x twice), weight and bias read (bf16)
+    # and the mean and 1/std written (fp32) per row. The samples are named apart from the rows
+    # they multiply (not `batch`, which would count as programs of their own)
+    m, n = p.dims["M"], p.dims["N"]
+    shape = INSTANCE_NORM[(m, n)]
+    return "flaggems_instance_norm_bf16", replace(p, kernel_class="row_reduction", dims={
+        "rows": m, "cols": n, "samples": shape[0], "channels": shape[1]},
+        flops=10.0 * m * n, min_bytes=4.0 * m * n + 2.0 * 2 * shape[1] + 4.0 * 2 * m)
+
+
 # what the call passed that neither the key nor the dims say (kernel -> problem dims -> meta.call)
 def _padding(shapes: dict, dims: dict) -> int:
     """A pool's padding, from the problem dims its header states (`_pooled`)."""
@@ -369,7 +423,16 @@ CALLS = {"_attn_fwd": lambda dims: {"is_causal": False, "attn_mask": None, "kv_h
          "_upsample_bicubic2d_row_kernel": lambda dims: {
              "in_h": dims["H"] // 2, "in_w": dims["W"] // 2, "scale": 2, "align_corners": False},
          "triu_kernel": lambda dims: {"diagonal": 0},
-         "amax_kernel": lambda dims: {"dim": [-1], "keepdim": False}}
+         "amax_kernel": lambda dims: {"dim": [-1], "keepdim": False},
+         "weight_norm_except_dim_kernel": lambda dims: {
+             "v": list(WEIGHT_NORM[(dims["in_channels"], dims["rows"], dims["taps"])]), "dim": 1,
+             "g": "1 x out x 1 ... (bf16)"},
+         "reglu_kernel": lambda dims: {"input": "M x 2N, the gate's half first"},
+         "softmax_backward_kernel_non_inner": lambda dims: {
+             "dim": 1, "input_dtype": "bf16", "y": "torch.softmax over dim 1 (fp32), as bf16"},
+         "instance_norm_loop_kernel": lambda dims: {
+             "input": list(INSTANCE_NORM[(dims["rows"], dims["cols"])]), "use_input_stats": True,
+             "weight": True, "bias": True, "running_stats": None, "eps": 1e-5}}
 
 
 CONV_ROLES = {"BLOCK_NI_HO_WO": "tile:M", "BLOCK_CO": "tile:N", "BLOCK_CI": "tile:K"}
@@ -394,7 +457,9 @@ KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "chunk_bwd_kernel_dh": lambda p: _gla_bwd(p, "dh"), "chunk_gla_bwd_kernel_dv": lambda p: _gla_bwd(p, "dv"),
            "chunk_gla_bwd_kernel_inter": lambda p: _gla_bwd(p, "inter"),
            "batch_norm_forward_kernel": _fg_batch_norm, "_upsample_bicubic2d_row_kernel": _fg_bicubic,
-           "triu_kernel": _fg_triu, "amax_kernel": _fg_amax}
+           "triu_kernel": _fg_triu, "amax_kernel": _fg_amax,
+           "weight_norm_except_dim_kernel": _fg_weight_norm, "reglu_kernel": _fg_reglu,
+           "softmax_backward_kernel_non_inner": _fg_smx_non_inner, "instance_norm_loop_kernel": _fg_instance_norm}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
 RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul"),
@@ -420,6 +485,11 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "_upsample_bicubic2d_row_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.upsample_bicubic2d"),
             "triu_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.triu"),
             "amax_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.amax"),
+            "weight_norm_except_dim_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.weight_norm"),
+            "reglu_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.reglu"),
+            "softmax_backward_kernel_non_inner": ("FlagGems 5.0.2 (Apache-2.0)",
+                                                  "flag_gems.ops.softmax.softmax_backward"),
+            "instance_norm_loop_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.instance_norm"),
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gla.chunk_gla (backward)")
                for k in ("chunk_bwd_kernel_dh", "chunk_gla_bwd_kernel_dv", "chunk_gla_bwd_kernel_inter")},
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gated_delta_rule.chunk_gated_delta_rule")

@@ -17,7 +17,8 @@ from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_AMAX_MN
                             FLAGGEMS_CONV2D, FLAGGEMS_KRON, FLAGGEMS_MAXPOOL, FLAGGEMS_NORM_MN,
                             FLAGGEMS_UPSAMPLE, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
                             FLAGGEMS_RMS_N, FLAGGEMS_RMS_ROWS, FLAGGEMS_SMX_BWD_MN, FLAGGEMS_VAR_MEAN_MN,
-                            GDN_SHAPES, GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS)
+                            FLAGGEMS_INSTANCE_NORM, FLAGGEMS_REGLU_MN, FLAGGEMS_SMX_NON_INNER,
+                            FLAGGEMS_WEIGHT_NORM, GDN_SHAPES, GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS)
 
 
 def _pick(items: tuple) -> tuple:
@@ -415,3 +416,73 @@ def flaggems_amax() -> None:
     for m, n in _pick(FLAGGEMS_AMAX_MN):
         x = torch.randn(m, n, device="cuda", dtype=torch.bfloat16, generator=g)
         _check(f"flaggems amax {m}x{n}", flag_gems.amax(x, dim=[-1]), x.float().amax(-1), 1e-6)
+
+
+def flaggems_weight_norm() -> None:
+    """FlagGems' weight norm over every dim but a middle one (`weight_norm_except_dim_kernel`, its
+    `weight_norm_kernel` list: BLOCK_ROW_SIZE rows of the normed dim per program, two loops over
+    the other dims' elements in BLOCK_COL_SIZE columns, a sum of squares then the scaled write;
+    warps; keyed by v_shape0, v_shape1 and v_shape2, the elements before, along and after the dim)
+    through `flag_gems.weight_norm(v, g, dim=1)`, bf16, g shaped as torch's weight norm keeps it
+    (1, out, 1, ...); dim 0 and the last dim take the op's fused `weight_norm_interface` kernels
+    instead. Checked against v * g / ||v|| over every dim but 1, in fp32."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for shape in _pick(FLAGGEMS_WEIGHT_NORM):
+        v = torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g)
+        gain = torch.randn(1, shape[1], *([1] * (len(shape) - 2)), device="cuda", dtype=torch.bfloat16, generator=g)
+        others = [d for d in range(len(shape)) if d != 1]
+        ref = v.float() * gain.float() / v.float().pow(2).sum(others, keepdim=True).sqrt()
+        _check(f"flaggems weight_norm {'x'.join(map(str, shape))} dim 1", flag_gems.weight_norm(v, gain, 1), ref, 2e-2)
+
+
+def flaggems_reglu() -> None:
+    """FlagGems' ReGLU (`reglu_kernel`, its `gated_activation` list: BLOCK_M rows x BLOCK_N
+    columns of the output per program, relu(a) * b of the input's two halves; a `libtuner` keyed
+    by M and N_OUT) through `flag_gems.reglu`, bf16, the input tokens x 2 x width; checked against
+    relu(a) * b in fp32."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for m, n in _pick(FLAGGEMS_REGLU_MN):
+        x = torch.randn(m, 2 * n, device="cuda", dtype=torch.bfloat16, generator=g)
+        ref = torch.relu(x[:, :n].float()) * x[:, n:].float()
+        _check(f"flaggems reglu {m}x{n}", flag_gems.reglu(x), ref, 1e-2)
+
+
+def flaggems_softmax_non_inner() -> None:
+    """FlagGems' softmax backward over a dim that is not the last (`softmax_backward_kernel_non_inner`,
+    its `softmax_non_inner` list: TILE_K of the K columns after the dim per program, TILE_N of the
+    dim from a heuristic (1,024 / TILE_K), a sum then the write; keyed by M, N and K) through
+    `flag_gems.ops.softmax.softmax_backward(dy, y, 1, bf16)` on M x N x K tensors, bf16 (the list
+    tunes only the backward: FlagGems' forward over such a dim is heuristics alone). Checked
+    against y * (dy - sum(y * dy)) over dim 1, in fp32."""
+    from flag_gems.ops.softmax import softmax_backward
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for m, n, k in _pick(FLAGGEMS_SMX_NON_INNER):
+        out = torch.softmax(torch.randn(m, n, k, device="cuda", generator=g), 1).bfloat16()
+        dy = torch.randn(m, n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+        ref = out.float() * (dy.float() - (out.float() * dy.float()).sum(1, keepdim=True))
+        _check(f"flaggems softmax_backward dim 1 {m}x{n}x{k}", softmax_backward(dy, out, 1, torch.bfloat16), ref, 3e-2)
+
+
+def flaggems_instance_norm() -> None:
+    """FlagGems' instance norm forward with input statistics (`instance_norm_loop_kernel`, its
+    `instance_norm_loop` list: one program per (sample, channel), a Welford loop over the spatial
+    elements in TILE_N, then a normalising loop; warps; keyed by M = batch x channels and N, the
+    spatial elements; the op takes it past 4,096 of them) through `flag_gems.instance_norm`, bf16,
+    with weight and bias, no running statistics. Checked against torch's instance norm in fp32."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    f = torch.nn.functional
+    for shape in _pick(FLAGGEMS_INSTANCE_NORM):
+        c = shape[1]
+        x = torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g) * 2 + 0.5
+        weight = torch.randn(c, device="cuda", dtype=torch.bfloat16, generator=g)
+        bias = torch.randn(c, device="cuda", dtype=torch.bfloat16, generator=g)
+        y = flag_gems.instance_norm(x, weight, bias, None, None, True, 0.1, 1e-5)
+        ref = f.instance_norm(x.float(), weight=weight.float(), bias=bias.float(), eps=1e-5)
+        _check(f"flaggems instance_norm {'x'.join(map(str, shape))}", y, ref, 2e-2)

@@ -74,3 +74,28 @@ FLAGGEMS_TRIU_MN = ((8192, 8192), (4096, 16384), (16384, 4096), (2048, 2048))
 # FlagGems' max over the last dimension (`amax_kernel` through flag_gems.amax(x, dim=[-1])), bf16: (rows,
 # row length): logits over Llama-2's and Llama-3's vocabularies, hidden states, short rows
 FLAGGEMS_AMAX_MN = ((4096, 32000), (2048, 128256), (16384, 4096), (65536, 1024))
+# FlagGems' weight norm over every dim but a middle one (`weight_norm_except_dim_kernel` through
+# flag_gems.weight_norm(v, g, dim=1); dim 0 and the last dim take its fused `weight_norm_interface`
+# kernels, under other keys), bf16: the weight v's shape. Transposed-conv weights (in, out, *kernel)
+# normalised per output channel (dim 1): a pix2pix U-Net decoder's 4 x 4 up-convolution, a larger
+# one, a 4 x 4 x 4 video-decoder up-convolution and a HiFi-GAN upsampling ConvTranspose1d (kernel
+# 16). The key is (v_shape0, v_shape1, v_shape2) = (in, out, kernel taps), each shape its own; all
+# three divisible by 16, so every shape shares one Triton specialisation
+FLAGGEMS_WEIGHT_NORM = ((1024, 512, 4, 4), (2048, 1024, 4, 4), (512, 256, 4, 4, 4), (256, 128, 16))
+# FlagGems' ReGLU (`reglu_kernel`, FlagGems' `gated_activation` list, through flag_gems.reglu:
+# relu(a) * b of the input's two halves), bf16: (tokens, output width); the input is tokens x
+# 2 x width. Feed-forward widths: T5 v1.1 large's and XXL's, Llama-2-7B's, Llama-3-8B's
+FLAGGEMS_REGLU_MN = ((16384, 2816), (4096, 11008), (8192, 14336), (2048, 10240))
+# FlagGems' softmax backward over a dim that is not the last (`softmax_backward_kernel_non_inner`, the
+# `softmax_non_inner` list: FlagGems' forward over such a dim is heuristics alone, untuned, through
+# flag_gems.ops.softmax.softmax_backward(dy, y, 1, bf16)), bf16: (M, N, K), the softmax over N, M
+# before it and K after it: segmentation logits softmaxed over their classes (ADE20K's 150 at 128 x
+# 128 and at 512 x 512, Cityscapes' 19 at 256 x 512) and a softmax over 2,048 tokens of 1,024
+# channels (attention pooling). The key is (M, N, K)
+FLAGGEMS_SMX_NON_INNER = ((8, 150, 16384), (2, 150, 262144), (8, 19, 131072), (32, 2048, 1024))
+# FlagGems' instance norm forward with input statistics (`instance_norm_loop_kernel` through
+# flag_gems.instance_norm, with weight and bias; the loop kernel serves spatial sizes past 4,096),
+# bf16: (batch, channels, *spatial): CycleGAN generator activations at 256 x 256 input (its first
+# and second stages), a style-transfer network's first stage at 512 x 512, an nnU-Net 3-D stage
+# (128^3). The key is (M, N) = (batch x channels, spatial elements)
+FLAGGEMS_INSTANCE_NORM = ((4, 64, 256, 256), (8, 128, 128, 128), (4, 32, 512, 512), (2, 32, 128, 128, 128))
