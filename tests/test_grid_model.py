@@ -141,6 +141,21 @@ def test_batched_matmul_multiplies_by_its_batch():
     assert grid_tiles(pb, sp, DEFAULT_MM)[0] == 6 * 4 * 4
 
 
+def test_a_row_kernels_rows_are_its_only_count_of_programs():
+    """A batch norm in the row class (FlagGems': one program per channel): `rows` are the
+    channels and `cols` batch x height x width, with `batch` named beside them. The batch lies in
+    the reduced columns, so the grid is one program per row, not rows x batch."""
+    sp = Space([Pow2("BLOCK_N", 512, 8192, default=1024), Choice("num_warps", [4, 8], default=4)])
+    dims = {"rows": 256, "cols": 64 * 56 * 56, "batch": 64, "height": 56, "width": 56}
+    pb = Problem("batch_norm_test", "row_reduction", dims, {"x": "bf16"}, hardware=H100)
+    assert independent_dims(classify(pb, sp)) == ("rows",)
+    assert grid_tiles(pb, sp, {"BLOCK_N": 1024, "num_warps": 4})[0] == 256
+    # a row problem spelt without `rows` (its batch read as the rows) still counts its tokens
+    named = Problem("tokens_test", "row_reduction", {"batch": 4, "tokens": 512, "hidden": 4096}, hardware=H100)
+    assert independent_dims(classify(named, sp)) == ("rows", "tokens")
+    assert grid_tiles(named, sp, {"BLOCK_N": 1024, "num_warps": 4})[0] == 4 * 512
+
+
 def test_kernels_without_that_information_keep_their_grid():
     # the built-in classes, every grid dim tiled: as before
     assert grid_tiles(matmul(4096, 4096, 4096), matmul_space(), DEFAULT_MM) == (

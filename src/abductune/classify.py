@@ -427,6 +427,12 @@ def _dim_named(axis: str, dims: Mapping[str, Any]) -> str | None:
 _INDEPENDENT: dict[str, tuple[str, ...]] = {"attention": ("batch", "heads"), "row_reduction": ("rows",)}
 _INDEPENDENT_NAMES = ("batch", "batches", "heads", "nheads", "numheads", "tokens", "ntokens",
                       "numtokens", "rows", "nrows", "numrows")
+# Classes whose own dims, named so by the problem, count every independent program: a row
+# kernel's `rows` are all its rows, and its other dims only factor its rows or its columns (a
+# batch norm's `batch` lies in the columns it reduces, with the spatial dims), so a batch-like
+# name beside them is no second count. Where `rows` is another name read as it (`batch` of
+# batch x tokens rows), the other names still count.
+_COUNTED_WHOLE = ("row_reduction",)
 # A dim that splits another among groups tiled apart: a MoE matmul's tokens (M) are split
 # among its experts (E), and each expert's rows are tiled on their own.
 _PARTITIONS: dict[str, dict[str, str]] = {"matmul": {"E": "M"}, "quantized_matmul": {"E": "M"}}
@@ -436,6 +442,9 @@ def independent_dims(cls: Classification) -> tuple[str, ...]:
     """The dims of `cls.dims` whose every index runs in programs of its own when no tile covers
     it (see `_INDEPENDENT`), in the problem's order; () when none is known."""
     own = _INDEPENDENT.get(cls.kernel_class, ())
+    renamed = set(cls.spelled) | set(cls.spelled.values())
+    if cls.kernel_class in _COUNTED_WHOLE and all(k in cls.dims and k not in renamed for k in own):
+        return tuple(k for k in cls.dims if k in own and int(cls.dims[k]) > 0)
     partitions = _PARTITIONS.get(cls.kernel_class, {})
     return tuple(k for k in cls.dims if k not in partitions
                  and (k in own or _norm(k) in _INDEPENDENT_NAMES) and int(cls.dims[k]) > 0)
