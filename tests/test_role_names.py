@@ -92,3 +92,32 @@ def test_a_tile_named_dim_first_or_dim_between_block_and_size_is_a_tile_of_that_
     listed = Space([Choice("M_BLOCK_SIZE", [1]), Choice("N_BLOCK_SIZE", [2048]), Choice("num_warps", [4, 8])])
     grown = grow_space(listed)  # what budget= / beyond= search: one step beyond the list, tiles x2 and /2
     assert 2 in grown["M_BLOCK_SIZE"].values and {1024, 2048, 4096} <= set(grown["N_BLOCK_SIZE"].values)
+
+
+def test_names_from_public_kernels_that_are_no_grouping_or_no_tile_get_no_such_role():
+    """A census of the tuning names in public Triton kernels (session 28): aiter's and vLLM's
+    block-scaled GEMMs name the scales' block shape GROUP_K and GROUP_N, fixed by how the weights
+    were quantised, so growth must not move them as it moves the L2 grouping (GROUP_M,
+    GROUP_SIZE_M, kernl's GROUP_M_SIZE); FlagGems' TILE_MODE of 0, 1 or 2 selects a code path,
+    and a tile is a size."""
+    from abductune.autotune.configs import grow_space
+
+    for name in ("GROUP_M", "GROUP_SIZE_M", "GROUP_M_SIZE", "GROUP_SIZE", "group"):
+        assert infer_role(name) == "group", name
+    for name in ("GROUP_K", "GROUP_N", "group_k", "group_n"):
+        assert infer_role(name) is None, name
+    listed = Space([Choice("GROUP_K", [128]), Choice("GROUP_SIZE_M", [8]), Choice("num_warps", [4, 8])])
+    grown = grow_space(listed)
+    assert grown["GROUP_K"].values == (128,) and {4, 8, 16} <= set(grown["GROUP_SIZE_M"].values)
+    mode = Space([Choice("TILE_MODE", [0, 1, 2]), Choice("BLOCK_M", [16, 32])])
+    assert mode["TILE_MODE"].role is None and mode["BLOCK_M"].role == "tile:M"
+    assert grow_space(mode)["TILE_MODE"].values == (0, 1, 2)
+    assert infer_role("TILE_MODE") == "tile:MODE"  # by its name alone, as before
+
+
+def test_counts_of_splits_are_splits():
+    """aiter's NUM_KSPLIT (split-K), vLLM decode attention's NUM_KV_SPLITS, Inductor's
+    cooperative-reduction RSPLIT: a count of programs along a dim, like SPLIT_K."""
+    assert infer_role("NUM_KSPLIT") == "split:K" and infer_role("NUM_SPLITS") == "split:K"
+    assert infer_role("NUM_KV_SPLITS") == "split:KV" and infer_role("RSPLIT") == "split:R"
+    assert infer_role("SPLIT_K") == "split:K" and infer_role("NUM_BLOCK") is None

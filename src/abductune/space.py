@@ -27,8 +27,14 @@ _ROLE_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
     (re.compile(r"^num_?warps$|^warps$", re.I), lambda m: "warps"),
     (re.compile(r"^num_?stages$|^stages$", re.I), lambda m: "stages"),
     (re.compile(r"^num_?ctas$", re.I), lambda m: "ctas"),
-    (re.compile(r"^group(?:_size)?_?([a-z])?$", re.I), lambda m: "group"),
+    # the L2 swizzle: groups of M tiles (GROUP_M, GROUP_SIZE_M, kernl's GROUP_M_SIZE, a bare
+    # GROUP_SIZE). Not GROUP_K or GROUP_N: in block-scaled quantised GEMMs (aiter, vLLM) those are
+    # the scales' block shape, fixed by how the weights were quantised, never a tunable grouping
+    (re.compile(r"^group(?:_?size)?(?:_?m)?(?:_?size)?$", re.I), lambda m: "group"),
     (re.compile(r"^split_?([a-z])$|^split$", re.I), lambda m: f"split:{(m.group(1) or 'K').upper()}"),
+    # a count of splits: aiter's NUM_KSPLIT, vLLM decode's NUM_KV_SPLITS, Inductor's RSPLIT
+    (re.compile(r"^num_?([a-z]*?)_?splits?$", re.I), lambda m: f"split:{(m.group(1) or 'K').upper()}"),
+    (re.compile(r"^([a-z])split$", re.I), lambda m: f"split:{m.group(1).upper()}"),
     (re.compile(r"^(?:block|tile)(?:_?size)?$", re.I), lambda m: "tile"),
     # XBLOCK, YBLOCK, RBLOCK, R0_BLOCK (Inductor)
     (re.compile(r"^([xyzr])0?_?block$", re.I), lambda m: f"tile:{m.group(1).upper()}"),
@@ -50,12 +56,18 @@ _ROLE_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
 ]
 
 
-def infer_role(name: str) -> str | None:
-    """Role of a parameter from its name, or None when the name says nothing we know."""
+def infer_role(name: str, values: Sequence[Any] | None = None) -> str | None:
+    """Role of a parameter from its name, or None when the name says nothing we know. With its
+    `values`, a name read as a tile whose values are not all positive integers is no tile (a
+    TILE_MODE of 0, 1 or 2 selects a code path; a tile is a size): no role."""
     for pat, make in _ROLE_RULES:
         m = pat.match(name)
         if m:
-            return make(m)
+            role = make(m)
+            if values is not None and role.startswith("tile") and not all(
+                    isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+                return None
+            return role
     return None
 
 
@@ -83,7 +95,7 @@ class Param:
             raise SpaceError(f"default {self.default!r} of parameter {self.name!r} is not one of "
                              f"its values {list(self.values)}")
         if self.role is None:
-            object.__setattr__(self, "role", infer_role(self.name))
+            object.__setattr__(self, "role", infer_role(self.name, self.values))
         object.__setattr__(self, "_index", {v: i for i, v in enumerate(self.values)})
 
     def index(self, value: Any) -> int:
