@@ -274,6 +274,46 @@ def flaggems_bicubic(device: str) -> Case:
     return Case(lambda: flag_gems.upsample_bicubic2d(x, [256, 256], False), ref, 3e-2)
 
 
+# The four FlagGems kernels recorded fresh in session 28, each on its recording's first shape (a
+# rule fixed before any figure was read), to see live what the replay says of them beyond
+# their lists
+def flaggems_weight_norm(device: str) -> Case:
+    import flag_gems
+
+    v = _randn(1024, 512, 4, 4, device=device)
+    gain = _randn(1, 512, 1, 1, device=device)
+    ref = v.float() * gain.float() / v.float().pow(2).sum((0, 2, 3), keepdim=True).sqrt()
+    return Case(lambda: flag_gems.weight_norm(v, gain, 1), ref, 2e-2)
+
+
+def flaggems_reglu(device: str) -> Case:
+    import flag_gems
+    import torch
+
+    x = _randn(16384, 2 * 2816, device=device)
+    return Case(lambda: flag_gems.reglu(x), torch.relu(x[:, :2816].float()) * x[:, 2816:].float(), 1e-2)
+
+
+def flaggems_softmax_bwd_non_inner(device: str) -> Case:
+    import torch
+    from flag_gems.ops.softmax import softmax_backward
+
+    out = torch.softmax(_randn(8, 150, 16384, device=device).float(), 1).bfloat16()
+    dy = _randn(8, 150, 16384, device=device)
+    ref = out.float() * (dy.float() - (out.float() * dy.float()).sum(1, keepdim=True))
+    return Case(lambda: softmax_backward(dy, out, 1, torch.bfloat16), ref, 3e-2)
+
+
+def flaggems_instance_norm(device: str) -> Case:
+    import flag_gems
+    import torch
+
+    x = _randn(4, 64, 256, 256, device=device)
+    w, b = _randn(64, device=device), _randn(64, device=device)
+    ref = torch.nn.functional.instance_norm(x.float(), weight=w.float(), bias=b.float(), eps=1e-5)
+    return Case(lambda: flag_gems.instance_norm(x, w, b, None, None, True, 0.1, 1e-5), ref, 2e-2)
+
+
 # ----------------------------------------------------------------------------- our own, for --smoke
 SMOKE_LIB = {
     "abt_smoke_lib/__init__.py": '"""A kernel library of our own for library_ops.py --smoke."""\n',
@@ -422,6 +462,15 @@ OPS = {o.name: o for o in [
        "64x128x56x56, 2x2 stride 2 bf16", (8, 8, 20), flaggems_max_pool2d, default=False),
     Op("flaggems_bicubic", "flaggems", "_upsample_bicubic2d_row_kernel (triton.autotune, 5)",
        "16x64x128x128 -> 256x256 bf16", (8, 8, 15), flaggems_bicubic, default=False),
+    Op("flaggems_weight_norm", "flaggems", "weight_norm_except_dim_kernel (@libentry over triton.autotune, 60)",
+       "1024x512x4x4, dim 1 bf16", (10, 10, 20), flaggems_weight_norm, default=False),
+    Op("flaggems_reglu", "flaggems", "reglu_kernel (FlagGems' LibTuner under @libentry, 4)",
+       "16384x5632 bf16", (8, 8, 15), flaggems_reglu, default=False),
+    Op("flaggems_softmax_bwd_non_inner", "flaggems",
+       "softmax_backward_kernel_non_inner (@libentry over triton.autotune over heuristics, 5)",
+       "8x150x16384 over dim 1 bf16", (8, 8, 15), flaggems_softmax_bwd_non_inner, default=False),
+    Op("flaggems_instance_norm", "flaggems", "instance_norm_loop_kernel (@libentry over triton.autotune, 12)",
+       "4x64x256x256 bf16", (8, 8, 15), flaggems_instance_norm, default=False),
     Op("smoke_scale", "smoke", "scale_kernel (triton.autotune, 4)", "200 fp32", (3, 3, 3), smoke_scale, False),
     Op("smoke_add", "smoke", "add_kernel (an Autotuner subclass, 2)", "200 fp32", (3, 3, 3), smoke_add, False),
 ]}
