@@ -400,6 +400,20 @@ def test_classifier_uses_space_roles_and_canonical_dims():
     assert classify(Problem("x", "convolution", {"M": 1, "N": 1, "K": 1})).kernel_class == "convolution"
 
 
+def test_m_n_k_keys_of_a_kernel_named_for_another_class_are_not_a_matmul():
+    """FlagGems keys its softmax backward over a dim that is not the last by M, N and K (outer,
+    softmaxed and inner extents): live, `patch_triton` read it as a matmul and seeded it with the
+    matmul fallback's config, where its recording (a row reduction) had the row rules' and the
+    observed database's (session 28). Its name decides where the space has no tiles of all three;
+    tiles of M, N and K still make a matmul, and so do M, N and K under a name that says nothing."""
+    tile_k = Space([Pow2("TILE_K", 16, 2048, default=128), Choice("num_warps", [2, 4, 8], default=4)])
+    dims = {"M": 8, "N": 150, "K": 16384}
+    c = classify(Problem("softmax_backward_kernel_non_inner", "other", dims, {"out_ptr": "bf16"}), tile_k)
+    assert c.kernel_class == "row_reduction" and c.dims == {"rows": 8, "cols": 150, "K": 16384}
+    assert classify(Problem("my_kernel", "other", dims), tile_k).kernel_class == "matmul"
+    assert classify(Problem("layer_norm_fused", "other", dims), matmul_space()).kernel_class == "matmul"
+
+
 # ----------------------------------------------------------------------------- layout
 
 SRC = __import__("pathlib").Path(__file__).resolve().parents[1] / "src" / "abductune"

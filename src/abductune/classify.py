@@ -231,7 +231,12 @@ def infer_kernel_class(problem: Problem, space: Space | None = None) -> str:
     names = {_norm(k) for k in problem.dims}
     roles = set(space.roles()) if space is not None else set()
     quant = bool(_quant_variant(problem))
-    if {"m", "n", "k"} <= names or {"tile:M", "tile:N", "tile:K"} <= roles or \
+    guess = guess_kernel_class(problem.kernel)
+    # M, N and K are also what reductions over a middle dim call their outer, reduced and inner
+    # extents (FlagGems' softmax and log-softmax over a dim that is not the last, keyed by M, N
+    # and K): without tiles of all three, a name that says which kind of kernel it is decides
+    named_other = guess not in ("other", "matmul", "quantized_matmul")
+    if (not named_other and {"m", "n", "k"} <= names) or {"tile:M", "tile:N", "tile:K"} <= roles or \
             ({"m", "n"} <= names and names & {"e", "experts", "numexperts"}):
         return "quantized_matmul" if quant else "matmul"
     if names & {"seq", "seqlen", "nctx", "seqq"} and names & {"headdim", "dhead", "d"}:
@@ -240,7 +245,6 @@ def infer_kernel_class(problem: Problem, space: Space | None = None) -> str:
         return "row_reduction"
     if names == {"numel"}:
         return "elementwise"
-    guess = guess_kernel_class(problem.kernel)
     if guess == "matmul" and quant:
         return "quantized_matmul"
     return guess
