@@ -211,8 +211,12 @@ _CLASS_PATTERNS = [  # kernel name -> kernel class, first match wins
     (r"attn|attention", "attention"),
     (r"conv", "convolution"),
     (r"stencil|diffusion|hotspot|jacobi", "stencil"),
-    (r"softmax|norm|reduc|sum_rows|argmax", "row_reduction"),
-    (r"(^|_)(add|mul|relu|gelu|silu|axpy|copy)(_|$)|elementwise", "elementwise"),
+    # the ops' own words, so that a library kernel keyed by bare M and N is read live as its
+    # recording's header reads it (FlagGems' var_mean, amax, addmv; reglu, triu, upsampling:
+    # `patch_triton` had them as "other", session 28); not a bare max or min (max_pool2d)
+    (r"softmax|norm|reduc|sum_rows|argm(ax|in)|(^|_)(var|mean|var_mean|amax|amin|cumsum|cumprod|logsumexp)(_|$)"
+     r"|(^|_)(add)?mv(_|$)|cross_?entropy", "row_reduction"),
+    (r"(^|_)(add|mul|relu|gelu|silu|axpy|copy|triu|tril)(_|$)|glu(_|$)|upsample|elementwise", "elementwise"),
 ]
 
 
