@@ -4,6 +4,8 @@ XBLOCK/RBLOCK names: its tiles map to their dims, the row tile is the reduction,
 on it, and rules learned on tile:R and tile:X size it."""
 from __future__ import annotations
 
+import numpy as np
+
 from abductune.classify import classify, tile_dim_name
 from abductune.space import Choice, Pow2, Space, infer_role
 from abductune.theory import diagnose, hypotheses
@@ -113,6 +115,7 @@ def test_names_from_public_kernels_that_are_no_grouping_or_no_tile_get_no_such_r
     assert mode["TILE_MODE"].role is None and mode["BLOCK_M"].role == "tile:M"
     assert grow_space(mode)["TILE_MODE"].values == (0, 1, 2)
     assert infer_role("TILE_MODE") == "tile:MODE"  # by its name alone, as before
+    assert Choice("BLOCK_M", list(np.array([16, 32]))).role == "tile:M"  # numpy's ints are sizes too
 
 
 def test_counts_of_splits_are_splits():

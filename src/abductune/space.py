@@ -11,6 +11,7 @@ import hashlib
 import itertools
 import json
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -65,7 +66,7 @@ def infer_role(name: str, values: Sequence[Any] | None = None) -> str | None:
         if m:
             role = make(m)
             if values is not None and role.startswith("tile") and not all(
-                    isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in values):
+                    isinstance(v, numbers.Integral) and not isinstance(v, bool) and v > 0 for v in values):
                 return None
             return role
     return None
