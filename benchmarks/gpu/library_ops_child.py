@@ -169,13 +169,28 @@ def _rel_err(out: Any, ref: Any) -> float:
     return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
 
 
-def _op_ms(fn: Any, smoke: bool) -> float:
+def _op_ms(fn: Any, smoke: bool, res: dict[str, Any]) -> float:
+    """The op's time: Triton's do_bench, or with LIBRARY_OPS_TIMER=graph the op replayed as a CUDA
+    graph (`do_bench_cudagraph`), for ops of tens of microseconds whose launches from Python vary
+    between processes more than the kernels differ; an op that cannot be captured falls back to
+    do_bench. `res["timer"]` says which timed it."""
     if smoke:  # no GPU timer in the interpreter: wall clock
         from abductune.measure.inprocess import wall_clock_bench
 
+        res["timer"] = "wall"
         return float(wall_clock_bench(fn, reps=3))
     from triton.testing import do_bench
 
+    if os.environ.get("LIBRARY_OPS_TIMER") == "graph":
+        from triton.testing import do_bench_cudagraph
+
+        try:
+            t = float(do_bench_cudagraph(fn, return_mode="median"))
+            res["timer"] = "cuda graph"
+            return t
+        except Exception as e:  # noqa: BLE001 - not capturable (a host sync, an allocation the graph cannot hold)
+            res["timer_fallback"] = _error("cuda graph", e)
+    res["timer"] = "do_bench"
     return float(do_bench(fn, return_mode="median"))
 
 
@@ -231,7 +246,7 @@ def child_op(spec: dict[str, Any], res: dict[str, Any]) -> None:
             res["ok"] = bool(res["rel_err"] <= case.tol)
             del out
             stage = "timing"
-            times = [_op_ms(case.call, smoke) for _ in range(3)]
+            times = [_op_ms(case.call, smoke, res) for _ in range(3)]
         res["op_ms"], res["op_ms_all"] = statistics.median(times), times
     except Exception as e:  # noqa: BLE001 - every failure is a finding of the run, kept in the row
         res["error"] = _error(stage, e)
