@@ -7,15 +7,14 @@ softmax backward over a middle dim, keyed by M, N and K, was tuned live as a mat
 on the table that its replay found)."""
 from __future__ import annotations
 
-import gzip
-import json
 from pathlib import Path
 
 import pytest
 
 from abductune.classify import classify
-from abductune.datasets.format import read_dataset
+from abductune.datasets.format import iter_lines, read_dataset
 from abductune.datasets.zoo import zoo_kernels
+from abductune.errors import DatasetError
 from abductune.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,37 +23,36 @@ ROOT = Path(__file__).resolve().parents[1]
 RESTATED = {"conv2d_forward_kernel"}
 
 
-def _first_line(path: Path) -> dict:
-    with (gzip.open(path, "rt") if path.suffix == ".gz" else path.open()) as f:
-        return json.loads(f.readline())
+def _header(path: Path) -> dict:
+    """A dataset file's first line (its header), not its records."""
+    return next(iter_lines(path))[1]
 
 
-def _raw_kernels() -> dict[str, Path]:
-    """One raw recording per kernel source (its hash), the first found."""
-    out: dict[str, Path] = {}
+def _raw_kernels() -> dict[str, tuple[Path, dict]]:
+    """One raw recording per kernel source (its hash), the first found, with its header."""
+    out: dict[str, tuple[Path, dict]] = {}
     for p in sorted(ROOT.glob("benchmarks/results/session*/raw/**/*.jsonl*")):
         try:
-            h = _first_line(p)
-        except (OSError, ValueError):
+            h = _header(p)
+        except (DatasetError, StopIteration):
             continue
         sh = h.get("problem", {}).get("source_hash")
         if sh and sh not in out:
-            out[sh] = p
+            out[sh] = (p, h)
     return out
 
 
 def _zoo_classes() -> dict[str, str]:
-    return {_first_line(paths[0])["problem"]["source_hash"]: _first_line(paths[0])["problem"]["kernel_class"]
-            for paths in zoo_kernels().values()}
+    problems = [_header(paths[0])["problem"] for paths in zoo_kernels().values()]
+    return {pr["source_hash"]: pr["kernel_class"] for pr in problems}
 
 
 def test_each_recorded_library_kernel_gets_its_headers_class_live():
     raw, zoo = _raw_kernels(), _zoo_classes()
     checked = []
-    for sh, path in raw.items():
+    for sh, (path, h) in raw.items():
         if sh not in zoo:
             continue  # a kernel recorded but not (or not yet) in the zoo
-        h = _first_line(path)
         pr = h["problem"]
         if pr["kernel"] in RESTATED:
             continue
