@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from .classify import canonical_dims
+from .dtypes import canonical
 
 # bytes per element, by dtype name (packed 4-bit types count half a byte)
 ELEMENT_BYTES: dict[str, float] = {
@@ -26,30 +27,42 @@ ELEMENT_BYTES: dict[str, float] = {
     "fp8": 1, "e4m3": 1, "e5m2": 1, "fp8e4m3": 1, "fp8e5m2": 1, "int8": 1, "uint8": 1,
     "int4": 0.5, "uint4": 0.5, "fp4": 0.5, "e2m1": 0.5, "mxfp4": 0.5, "nvfp4": 0.5,
     "e8m0": 1, "ue8m0": 1,  # MX block scales (one byte each)
+    "int64": 8, "uint64": 8, "uint16": 2, "bool": 1, "complex32": 4, "complex64": 8, "complex128": 16,
+    "qint8": 1, "quint8": 1, "qint32": 4,
 }
 # when a problem names no dtype, tensors are taken as 16-bit
 DEFAULT_BYTES = 2
 
 
 def element_bytes(dtype: str | None) -> float:
-    return ELEMENT_BYTES.get((dtype or "").lower(), DEFAULT_BYTES)
+    """Bytes an element of `dtype` takes, under any spelling `dtypes.canonical` reads (torch's
+    "float8_e4m3fn" as the recordings' "fp8"); 16-bit for a name it does not know."""
+    s = (dtype or "").lower()
+    return ELEMENT_BYTES.get(s) or ELEMENT_BYTES.get(canonical(s), DEFAULT_BYTES)
 
 
 def known_dtype(name: str) -> bool:
-    return name.lower() in ELEMENT_BYTES
+    return name.lower() in ELEMENT_BYTES or canonical(name) in ELEMENT_BYTES
+
+
+def tensor_dtypes(dtypes: Mapping[str, str]) -> dict[str, str]:
+    """The dtypes of tensors: a live problem also names its non-integer key values
+    ("key:NAME", `autotune.keys.key_problem`: a key on a dtype argument, a string flag), which
+    no tensor of the problem holds and no size may be read from."""
+    return {k: v for k, v in dtypes.items() if not k.startswith("key:")}
 
 
 def operand_bytes(dtypes: Mapping[str, str]) -> tuple[float, float, float]:
     """Element sizes of the first input, the second (the first's when there is one dtype)
     and the last tensor (the output), in the dtypes' order; 16-bit when none is named."""
-    sizes = [element_bytes(t) for t in dtypes.values()] or [DEFAULT_BYTES]
+    sizes = [element_bytes(t) for t in tensor_dtypes(dtypes).values()] or [DEFAULT_BYTES]
     return sizes[0], sizes[1] if len(sizes) > 1 else sizes[0], sizes[-1]
 
 
 def problem_costs(kernel_class: str, dims: Mapping[str, int], dtypes: Mapping[str, str]) -> tuple[float, float] | None:
     """(FLOPs, minimum bytes), or None when the class or its dims are not known here."""
     d = canonical_dims(kernel_class, dims)
-    sizes = [element_bytes(t) for t in dtypes.values()] or [DEFAULT_BYTES]
+    sizes = [element_bytes(t) for t in tensor_dtypes(dtypes).values()] or [DEFAULT_BYTES]
     first, second, last = operand_bytes(dtypes)
     if kernel_class in ("matmul", "quantized_matmul") and all(k in d for k in "MNK"):
         m, n, k = d["M"], d["N"], d["K"]

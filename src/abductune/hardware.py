@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from .dtypes import canonical
 from .errors import AbductuneError
 
 T = 1e12
@@ -52,7 +53,7 @@ class HardwareInfo:
         """Dense matrix peak for `dtype` (falls back to fp16, then the largest known)."""
         if dtype in self.peak_flops:
             return self.peak_flops[dtype]
-        for alias in (_DTYPE_ALIASES.get(dtype), "fp16"):
+        for alias in (_DTYPE_ALIASES.get(dtype), canonical(dtype), "fp16"):
             if alias and alias in self.peak_flops:
                 return self.peak_flops[alias]
         return max(self.peak_flops.values(), default=0.0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import hashlib
 import inspect
 import logging
@@ -303,6 +304,14 @@ def key_problem(tuner: Any, nargs: Mapping[str, Any], kwargs: Mapping[str, Any])
 
         p = Problem(p.kernel, infer_kernel_class(p, tuner.space), p.dims, p.dtypes, hardware=p.hardware,
                     source_hash=p.source_hash)
+    # its FLOPs and bytes, as a recording's header states them: without them a live tune's
+    # diagnosis has no roofline (every config "bound unknown"), where the replays the engine is
+    # judged by have one, and the theories that read it never fire live (session 29)
+    from ..costs import problem_costs
+
+    costs = problem_costs(p.kernel_class, p.dims, p.dtypes)
+    if costs:
+        p = dataclasses.replace(p, flops=costs[0], min_bytes=costs[1])
     return p
 
 
