@@ -17,7 +17,7 @@ PKG = Path(__file__).resolve().parents[1] / "src" / "abductune"
 LAYERS: dict[str, int] = {}
 for _layer, _names in enumerate([
     # records: what every layer speaks of
-    ("errors", "format", "files", "problem", "space", "measurement", "hardware", "classify", "kernel_facts",
+    ("errors", "format", "files", "problem", "space", "measurement", "hardware", "classify", "kernel_facts", "dtypes",
      "costs", "kernels"),
     # the engine: measuring, searching, reasoning, seeding, data and storage
     ("measure", "search", "theory", "heuristics", "datasets", "store"),
