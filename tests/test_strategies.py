@@ -54,6 +54,44 @@ def test_evaluation_budget(name):
     assert len(ev.measured) <= 17
 
 
+class PruningEvaluator(FakeEvaluator):
+    """Refuses every config whose tiles overflow shared memory before compiling it (status
+    pruned, as the decorator's evaluator answers for the resource model or early_config_prune)."""
+
+    def evaluate(self, configs):
+        from abductune.measurement import Measurement, Status
+
+        out = []
+        for cfg in configs:
+            if smem_overflow(cfg):
+                self.calls.append(dict(cfg))
+                out.append(Measurement(dict(cfg), Status.PRUNED, error="the resource model: shared memory"))
+            else:
+                out.append(super().evaluate([cfg])[0])
+        return out
+
+
+@pytest.mark.parametrize("name", ["random", "pattern", "tpe", "abduction"])
+def test_configs_refused_unmeasured_do_not_spend_the_budget(name):
+    ev = PruningEvaluator(SPACE)
+    res = run(make_strategy(name, seed=3), ev, Budget(evaluations=24), batch_size=8)
+    pruned = [m for m in res.history if m.status.value == "pruned"]
+    ran = [m for m in res.history if m.status.value != "pruned"]
+    assert res.evaluations == len(ran) == 24  # every evaluation of the budget measured a config
+    assert len(ev.measured) == 24
+    if name == "random":  # a blind draw from this space hits the refused region often
+        assert pruned
+
+
+def test_past_the_free_allowance_refused_configs_count():
+    from abductune.search import base
+
+    ev = PruningEvaluator(SPACE)
+    every = [c for c in SPACE.valid_configs() if smem_overflow(c)][:base.PRUNED_FREE + 10]
+    res = run(make_strategy("fixed", configs=every), ev, Budget(evaluations=5), batch_size=8)
+    assert res.evaluations == 5 and len(res.history) == base.PRUNED_FREE + 5
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_seconds_budget_stops_within_one_batch(name):
     ev = FakeEvaluator(SPACE)
