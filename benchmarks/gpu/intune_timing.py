@@ -76,6 +76,19 @@ def _quiet(launches: list[tuple[str, Any]], rounds: int = 3) -> dict[str, dict[s
     return out
 
 
+def _first_call(op: str) -> float:
+    """Set the op up and call it once (the tune happens here); seconds the call took."""
+    from library_op_cases import OPS
+    import torch
+
+    case = OPS[op].setup("cuda")
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    case.call()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 def run_patch(op: str, beyond: int) -> dict[str, Any]:
     import abductune
     from abductune.measure import inprocess
@@ -101,15 +114,7 @@ def run_patch(op: str, beyond: int) -> dict[str, Any]:
     inprocess.InProcessEvaluator._one = spy
     store = tempfile.mkdtemp(prefix="intune-")
     patch = abductune.patch_triton(store=os.path.join(store, "s.db"), beyond=beyond)
-    from library_op_cases import OPS
-    import torch
-
-    case = OPS[op].setup("cuda")
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    case.call()
-    torch.cuda.synchronize()
-    first_s = time.perf_counter() - t0
+    first_s = _first_call(op)
     inprocess.InProcessEvaluator._one = one
     report = patch.report(census=False)
     time.sleep(2.0)  # the workers' last jobs end; the quiet timing has the machine to itself
@@ -136,15 +141,7 @@ def _autotuners() -> list[Any]:
 
 
 def run_triton(op: str) -> dict[str, Any]:
-    from library_op_cases import OPS
-    import torch
-
-    case = OPS[op].setup("cuda")
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    case.call()
-    torch.cuda.synchronize()
-    first_s = time.perf_counter() - t0
+    first_s = _first_call(op)
     tuners = _autotuners()
     rows = []
     for tu in tuners:
