@@ -37,12 +37,11 @@ DEFAULT_BYTES = 2
 def element_bytes(dtype: str | None) -> float:
     """Bytes an element of `dtype` takes, under any spelling `dtypes.canonical` reads (torch's
     "float8_e4m3fn" as the recordings' "fp8"); 16-bit for a name it does not know."""
-    s = (dtype or "").lower()
-    return ELEMENT_BYTES.get(s) or ELEMENT_BYTES.get(canonical(s), DEFAULT_BYTES)
+    return ELEMENT_BYTES.get(canonical(dtype), DEFAULT_BYTES)
 
 
 def known_dtype(name: str) -> bool:
-    return name.lower() in ELEMENT_BYTES or canonical(name) in ELEMENT_BYTES
+    return canonical(name) in ELEMENT_BYTES
 
 
 def tensor_dtypes(dtypes: Mapping[str, str]) -> dict[str, str]:

@@ -18,6 +18,7 @@ _PLAIN = {
     "bfloat16": "bf16",
     "float32": "fp32", "float": "fp32", "f32": "fp32",
     "float64": "fp64", "double": "fp64", "f64": "fp64",
+    "float8": "fp8",
     "long": "int64", "int": "int32", "short": "int16",
     "bool": "bool", "boolean": "bool", "int1": "bool",
     "chalf": "complex32", "cfloat": "complex64", "cdouble": "complex128",

@@ -53,8 +53,8 @@ class HardwareInfo:
         """Dense matrix peak for `dtype` (falls back to fp16, then the largest known)."""
         if dtype in self.peak_flops:
             return self.peak_flops[dtype]
-        for alias in (_DTYPE_ALIASES.get(dtype), canonical(dtype), "fp16"):
-            if alias and alias in self.peak_flops:
+        for alias in (canonical(dtype), "fp16"):
+            if alias in self.peak_flops:
                 return self.peak_flops[alias]
         return max(self.peak_flops.values(), default=0.0)
 
@@ -74,9 +74,6 @@ class HardwareInfo:
     def with_measured(self, **overrides: Any) -> "HardwareInfo":
         return dataclasses.replace(self, **overrides)
 
-
-_DTYPE_ALIASES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float8": "fp8",
-                  "half": "fp16", "float": "fp32", "int8": "int8", "tf32": "tf32"}
 
 KB = 1024
 
