@@ -32,14 +32,7 @@ def record_dataset(tuner: Any, problem: Problem, records: Sequence[Measurement],
     from ..datasets.format import SOURCE_FACTS, Dataset, make_source_facts
     from ..hardware import toolchain
 
-    from dataclasses import replace
-
-    from ..costs import problem_costs
-
-    if not problem.flops:  # a known class's FLOPs and bytes, so diagnosis has its roofline
-        costs = problem_costs(problem.kernel_class, problem.dims, problem.dtypes)
-        if costs:
-            problem = replace(problem, flops=costs[0], min_bytes=costs[1])
+    # `problem` is the key's (`keys.key_problem`): it carries its class's FLOPs and bytes already
     origin = f"{getattr(tuner.base_fn, '__module__', '?')}.{tuner.base_fn.__qualname__} (through patch_triton)"
     space = space if space is not None else tuner.space
     fixed = {p.name: p.values[0] for p in space.params if p.name not in tuner.space.names}
