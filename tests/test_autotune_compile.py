@@ -511,3 +511,49 @@ def test_a_config_still_compiling_in_a_worker_past_the_wait_fails_rather_than_co
     assert status_of(compiling.CompileTimeout("x")).value == "timeout"  # stored as a timeout, not a crash
     pool.futures[1].set_result({"ok": True})
     assert w.settle(cfgs[1])  # the next config goes on as before
+
+
+def test_configs_plainly_slower_than_the_fastest_are_timed_by_the_short_probe_alone():
+    from abductune.autotune.evaluation import RACE_MARGIN
+    from abductune.measure.inprocess import Launch
+    from abductune.problem import Problem
+    from abductune.space import Choice, Space
+
+    full = {1: 1.0, 2: 2.0, 3: 0.8, 4: 1.3, 5: 1.19}
+    probe = {1: 1.0, 2: 2.05, 3: 0.82, 4: 1.31, 5: 1.21}
+    timed: list[tuple[str, int]] = []
+
+    def timer(kind, table):
+        def t(c, la):
+            timed.append((kind, c["B"]))
+            return table[c["B"]]
+        return t
+    ev = CallEvaluator(Problem("k", "other", {"n": 1}), Space([Choice("B", list(full))]),
+                       lambda c: Launch(lambda: None), timer("full", full), probe_timer=timer("probe", probe))
+    ms = ev.evaluate([{"B": b} for b in (1, 2, 3, 4, 5)])
+    # the first has nothing to race against; 2 (2.05 > 1.5 x 1.0) keeps its probe; 3 is close,
+    # timed in full and becomes the fastest; 4 and 5 (1.31 and 1.21 > 1.5 x 0.8) keep their probes
+    assert RACE_MARGIN == 1.5
+    assert timed == [("full", 1), ("probe", 2), ("probe", 3), ("full", 3), ("probe", 4), ("probe", 5)]
+    assert [m.time_ms for m in ms] == [1.0, 2.05, 0.8, 1.31, 1.21]
+    assert [m.extra.get("raced") for m in ms] == [None, 2.05, None, round(1.31 / 0.8, 3), round(1.21 / 0.8, 3)]
+    assert ev.raced == 3 and ev.best_ms == 0.8 and all(m.ok for m in ms)
+
+    # without a probe (a timer the user brought) every config is timed in full
+    timed.clear()
+    plain = CallEvaluator(Problem("k", "other", {"n": 1}), Space([Choice("B", list(full))]),
+                          lambda c: Launch(lambda: None), timer("full", full))
+    plain.evaluate([{"B": b} for b in (1, 2)])
+    assert timed == [("full", 1), ("full", 2)] and plain.raced == 0
+
+
+def test_a_timer_the_user_brought_is_used_without_a_probe():
+    from types import SimpleNamespace
+
+    from abductune.autotune.evaluation import timers
+
+    mine = lambda c, la: 1.0  # noqa: E731
+    tuner = SimpleNamespace(_timer=mine, _do_bench=None)
+    assert timers(tuner) == (mine, mine, None)
+    bench = SimpleNamespace(_timer=None, _do_bench=lambda f, quantiles=None: 1.0)
+    assert timers(bench)[2] is None

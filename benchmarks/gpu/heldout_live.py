@@ -43,7 +43,17 @@ sys.path.insert(0, str(ROOT / "src"))
 
 KERNELS = ("zoo_rmsnorm_bf16", "zoo_rope_bf16", "zoo_layernorm_fwd_bf16", "zoo_mm_fp8")
 VARIANTS = ("triton", "abductune_b16", "abductune_list")  # run in this order (b16 is the one the targets judge)
+# --extra-variants: budget=16 with every config timed in full (no short probe first), and with abduction
+EXTRA_VARIANTS = ("abductune_b16_norace", "abductune_b16_abduction")
 DEADLINE_SHARE = {"triton": 0.3, "abductune_b16": 0.65, "abductune_list": 1.0}  # no new shape after this
+
+
+def deadline_shares(variants: tuple[str, ...]) -> dict[str, float]:
+    """Each variant's share of the tuning window (cumulative), triton's the largest step."""
+    if variants == tuple(DEADLINE_SHARE):
+        return DEADLINE_SHARE
+    steps = [1.5 if v == "triton" else 1.0 for v in variants]
+    return {v: sum(steps[:i + 1]) / sum(steps) for i, v in enumerate(variants)}
 # --smoke: one tiny shape per kernel, chosen so that the list takes both code paths where the
 # kernel has two (a row longer than some blocks, shorter than others; a K tail; ragged tiles)
 SMOKE_SHAPES = {"zoo_rmsnorm_bf16": {"rows": 5, "cols": 1500},
@@ -172,7 +182,13 @@ def run_variant(kernel: str, variant: str, shapes: list[dict], device: str, dead
     if variant == "triton":
         tuned = triton.autotune(configs=lst, key=key, **({"do_bench": wall_bench} if device != "cuda" else {}))(fn)
     else:
-        opts: dict[str, Any] = {"budget": 16} if variant == "abductune_b16" else {}
+        opts: dict[str, Any] = {"budget": 16} if variant.startswith("abductune_b16") else {}
+        if variant == "abductune_b16_abduction":
+            opts["strategy"] = "abduction"
+        if variant == "abductune_b16_norace":
+            from abductune.autotune import evaluation
+
+            evaluation.RACE_MARGIN = float("inf")
         if device != "cuda":  # one run per trial (interpreted, or a compile-only launch), as triton's wall_bench
             opts["timer"] = lambda cfg, launch: wall_bench(launch)[:1]
         tuned = abductune.autotune(configs=lst, key=key, **opts)(fn)
@@ -312,6 +328,8 @@ def phase_rows(kernels: dict[str, Any]) -> list[dict[str, Any]]:
                 row["other_s"] = sum(p.get("lookup_s", 0.0) + p.get("before_session_s", 0.0) + p.get("after_session_s", 0.0)
                                      for p in ps)
                 row["runoff_rounds"] = [p.get("runoff_rounds") for p in ps]
+                row["raced"] = sum(p.get("raced") or 0 for p in ps)
+                row["evaluations"] = sum(p.get("evaluations") or 0 for p in ps)
                 comp = [p.get("compile", {}) for p in ps]
                 for k in COMPILES:
                     row[k] = sum(c.get(k, 0) for c in comp)
@@ -341,7 +359,7 @@ def print_phases(rows: list[dict[str, Any]]) -> None:
             "  " + "/".join(f"{r.get(k, 0)} ({r.get('waited_s', 0.0):.1f}s)" if k == "waited" else str(r.get(k, 0))
                             for k in COMPILES) + f" ({','.join(r['plan'])}; "
             f"{r['pool_age_s'] if r['pool_age_s'] is not None else '-'}, {r['pool_first_ready_s'] or '-'}, "
-            f"{r.get('pool_first_prepared_s') or '-'})")
+            f"{r.get('pool_first_prepared_s') or '-'}); raced {r.get('raced', 0)} of {r.get('evaluations', 0)}")
         print(f"{r['kernel'][:23]:24s}{r['variant']:16s}{r['cold_s']:7.2f}" +
               (f"{r['cold_vs_triton']:6.2f}" if r["cold_vs_triton"] else f"{'-':>6s}") +
               (f"{r['bench_time_s']:8.2f}" if "bench_time_s" in r else f"{'-':>8s}") +
@@ -395,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deadline-s", type=float, default=480.0, help="stop cleanly after this long, writing what it has")
     ap.add_argument("--device", choices=("cuda", "cpu", "compile"), default="cuda",
                     help="cpu: Triton's interpreter (--smoke); compile: CPU, launches only compile for sm_90")
+    ap.add_argument("--extra-variants", default="", help=f"also run these after the three: {','.join(EXTRA_VARIANTS)}")
     ap.add_argument("--smoke", action="store_true", help="one tiny shape per kernel (with --device cpu: interpreter)")
     ap.add_argument("--out", default=None, help="JSON (default benchmarks/out/heldout_live[_smoke].json)")
     ap.add_argument("--child", nargs=2, default=None, help=argparse.SUPPRESS)  # kernel variant
@@ -402,6 +421,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--child-shapes", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--child-deadline", type=float, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    global VARIANTS
+    extra = tuple(v for v in a.extra_variants.split(",") if v)
+    if set(extra) - set(EXTRA_VARIANTS):
+        ap.error(f"--extra-variants: one of {', '.join(EXTRA_VARIANTS)}")
+    VARIANTS = VARIANTS + extra
+    shares = deadline_shares(VARIANTS)
     faulthandler.enable()  # a launch that kills the process says where (a crash is not an exception)
     if a.device == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":  # must be set before triton loads
         os.execve(sys.executable, [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:])],
@@ -432,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\n== {kernel}: {len(shapes)} shapes, list of {len(get(kernel).fixed_configs())} configs", flush=True)
             results: dict[str, Any] = {}
             for v in VARIANTS:
-                v_end = now + DEADLINE_SHARE[v] * (tune_end - now)
+                v_end = now + shares[v] * (tune_end - now)
                 if v != "triton":  # the same shapes as triton tuned
                     shapes = [r["dims"] for r in results.get("triton", {}).get("shapes", [])]
                 if not shapes or time.time() > v_end:

@@ -102,14 +102,45 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
                     return why
             return None
         check = compare
-    timer, retimer = timers(tuner)
+    timer, retimer, probe = timers(tuner)
     return CallEvaluator(problem, space, launch, timer, check=check, prune=prune, warm=warm,
-                         remeasure_timer=retimer, verbose=printing())
+                         remeasure_timer=retimer, probe_timer=probe, verbose=printing())
+
+
+# a config whose short probe is this many times the fastest full timing so far is not timed in
+# full. Not fitted: five times the largest spread seen between two timings of one config on the
+# H100 (5-10% on 5-8 us kernels, session 29), so a contender is never cut by noise
+RACE_MARGIN = 1.5
 
 
 class CallEvaluator(InProcessEvaluator):
     """The decorator's evaluator: the configs the Session names ahead (the list, as baselines)
-    go to the compile workers at once, and the final run-off stops once it is decided."""
+    go to the compile workers at once, configs plainly slower than the fastest so far are timed
+    only briefly, and the final run-off stops once it is decided.
+
+    `probe_timer` (the run-off's short timer; None where the user brought a timer): once one
+    config has a full timing, each later config is first timed by it, and one over `RACE_MARGIN`
+    times the fastest full timing keeps that probe as its time (extra "raced"): Triton's full
+    do_bench spends about 125 ms on every config whatever it is, most of a cold call on a small
+    kernel, and a config half again slower than one already timed is out of the running. Its
+    probe time still ranks it for the strategy and the diagnosis."""
+
+    def __init__(self, *a: Any, probe_timer: Callable | None = None, **kw: Any):
+        super().__init__(*a, **kw)
+        self.probe_timer = probe_timer
+        self.best_ms = float("inf")  # the fastest full first-time timing so far
+        self.raced = 0  # configs timed by the probe alone
+
+    def _time(self, cfg: Config, launch: Any) -> tuple[float, tuple[float, ...], dict[str, Any]]:
+        if self.probe_timer is not None and self.best_ms < float("inf") and RACE_MARGIN < float("inf"):
+            median, samples = _samples(self.probe_timer(cfg, launch))
+            if median > RACE_MARGIN * self.best_ms:
+                self.raced += 1
+                return median, samples, {"raced": round(median / self.best_ms, 3)}
+        median, samples, extra = super()._time(cfg, launch)
+        if median < self.best_ms:
+            self.best_ms = median
+        return median, samples, extra
 
     def prefetch_hint(self, configs: Sequence[Mapping[str, Any]]) -> None:
         if self.warm is not None:
@@ -162,24 +193,26 @@ def decided(times: Sequence[Sequence[float]], errors: Sequence[BaseException | N
     return False
 
 
-def timers(tuner: Any) -> tuple[Callable, Callable]:
-    """(timer, run-off timer): the injected timer, the user's do_bench, warmup/rep, or
-    Triton's benchmarker (a shorter one for the interleaved run-off rounds)."""
+def timers(tuner: Any) -> tuple[Callable, Callable, Callable | None]:
+    """(timer, run-off timer, probe timer): the injected timer, the user's do_bench,
+    warmup/rep, or Triton's benchmarker (a shorter one for the interleaved run-off rounds,
+    which also probes each config first: `CallEvaluator`). A timer the user brought is used
+    as it is, with no probe."""
     if tuner._timer is not None:
-        return tuner._timer, tuner._timer
+        return tuner._timer, tuner._timer, None
     if tuner._do_bench is not None:
-        return bench_timer(tuner._do_bench), bench_timer(tuner._do_bench)
+        return bench_timer(tuner._do_bench), bench_timer(tuner._do_bench), None
     if interpreted(tuner.fn):
-        return bench_timer(wall_clock_bench), bench_timer(wall_clock_bench)
+        return bench_timer(wall_clock_bench), bench_timer(wall_clock_bench), None
     import triton.testing as tt
 
     if tuner.use_cuda_graph:
         cg = lambda f, quantiles: tt.do_bench_cudagraph(f, rep=tuner.num_reps or 100, quantiles=quantiles)  # noqa: E731
-        return bench_timer(cg), bench_timer(cg)
+        return bench_timer(cg), bench_timer(cg), None
     full = lambda f, quantiles: tt.do_bench(f, warmup=tuner.num_warmups or 25, rep=tuner.num_reps or 100,  # noqa: E731
                                             quantiles=quantiles)
     short = lambda f, quantiles: tt.do_bench(f, warmup=5, rep=20, quantiles=quantiles)  # noqa: E731
-    return bench_timer(full), bench_timer(short)
+    return bench_timer(full), bench_timer(short), bench_timer(short)
 
 
 _TOL = {"fp16": 1e-2, "bf16": 2e-2, "fp32": 1e-4, "fp64": 1e-8}

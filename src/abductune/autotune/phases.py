@@ -18,6 +18,7 @@ def tune_phases(result: Any, marks: Mapping[str, float], warm: Any, plan: tuple[
       compile workers' set-up (the key's Problem and the store's first look come before it);
     - first_launch_s: every config's first launch here (a compile, a cache load, or the wait
       for a worker compiling it), bench_s: timing them (do_bench or the injected timer);
+      (raced: how many were timed by the short probe alone, `evaluation.CallEvaluator`);
     - runoff_s: judging, with the interleaved re-timing of the close contenders (runoff_rounds);
     - store_s: the Session's reads and writes (claims excluded: they count in search_other_s);
     - session_other_s: the rest of the Session (strategy, claims, theory evidence, journal);
@@ -26,6 +27,7 @@ def tune_phases(result: Any, marks: Mapping[str, float], warm: Any, plan: tuple[
     this tune, when its first worker was ready and when one had paid its one-time costs, each
     worker's [torch import, first compile] seconds)."""
     rows = [m for m in result.history if "impl" not in m.config]
+    evaluator = getattr(evaluator, "inner", evaluator)  # a FixedEvaluator measures through its inner one
     first = sum(m.compile_s or 0.0 for m in rows)
     bench = sum(m.bench_s or 0.0 for m in rows)
     timing = result.timing or {}
@@ -36,6 +38,7 @@ def tune_phases(result: Any, marks: Mapping[str, float], warm: Any, plan: tuple[
         "wall_s": marks["end"] - marks["start"], "before_session_s": marks["session"] - marks["start"],
         "first_launch_s": first, "bench_s": bench, "runoff_s": runoff,
         "runoff_contenders": len(result.runoff), "runoff_rounds": getattr(evaluator, "runoff_rounds", None),
+        "raced": getattr(evaluator, "raced", None),
         "store_s": store, "session_other_s": max(0.0, session - first - bench - runoff - store),
         "after_session_s": marks["end"] - marks["session_end"], "evaluations": result.evaluations,
         "compile": {"plan": plan[0], "why": plan[1] if plan[0] == "serial" else None}}

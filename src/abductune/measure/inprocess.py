@@ -203,7 +203,7 @@ class InProcessEvaluator(Evaluator):
             return Measurement(cfg, Status.WRONG_RESULT, compile_s=compile_s, error=str(why)[:2000])
         t1 = time.perf_counter()
         try:
-            median, samples = _samples(self.timer(cfg, launch))
+            median, samples, extra = self._time(cfg, launch)
         except Exception as e:  # noqa: BLE001
             bench_s = time.perf_counter() - t1
             self.clock += compile_s + bench_s
@@ -215,7 +215,12 @@ class InProcessEvaluator(Evaluator):
             return Measurement(cfg, Status.RUNTIME_ERROR, compile_s=compile_s, bench_s=bench_s,
                                error="the timer returned inf")
         return Measurement(cfg, time_ms=median, samples_ms=samples, compile_s=compile_s, bench_s=bench_s,
-                           **static_facts(getattr(launch, "result", None)))
+                           extra=extra, **static_facts(getattr(launch, "result", None)))
+
+    def _time(self, cfg: Config, launch: Launch) -> tuple[float, tuple[float, ...], dict[str, Any]]:
+        """(median, samples, extra) of a config's first timing, after its first launch."""
+        median, samples = _samples(self.timer(cfg, launch))
+        return median, samples, {}
 
     def remeasure(self, configs: Sequence[Mapping[str, Any]], *, rounds: int = 1) -> list[Measurement]:
         """Re-time already measured configs, interleaved over `rounds` (config A, B, C, A, B,
