@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 # Judging: contenders within max(NOISE_FLOOR, measured spread) of the best are re-timed.
 NOISE_FLOOR = 0.01
+NOISE_CAP = 0.10
 RUNOFF_TOP = 4
 RUNOFF_ROUNDS = 5
 _WAIT_POLL_S = (0.02, 0.5)
@@ -438,7 +439,7 @@ class Session:
         spread over ~median is about 2-3 sd), never below NOISE_FLOOR, capped at 10%."""
         spreads = [m.spread for m in rows if m.spread is not None]
         s = statistics.median(spreads) / 2 if spreads else 0.0
-        return min(0.10, max(NOISE_FLOOR, s))
+        return min(NOISE_CAP, max(NOISE_FLOOR, s))
 
     def judge(self, baselines: Mapping[str, Measurement | None], reuse_from: Any = None) -> tuple[Measurement | None, list[Measurement], float]:
         """Pick the winner among every config measured for this problem (this run's answers,

@@ -14,6 +14,7 @@ from ..measure.base import Evaluator
 from ..measure.inprocess import InProcessEvaluator, Launch, _samples, bench_timer, status_of, wall_clock_bench
 from ..measurement import Measurement
 from ..problem import Problem
+from ..session import NOISE_CAP
 from ..space import Config, Space
 from ..theory.resources import hopeless, infeasible
 from .configs import LAUNCH_KW, launch_kwargs, triton_config
@@ -108,9 +109,10 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
 
 
 # a config whose short probe is this many times the fastest full timing so far is not timed in
-# full. Not fitted: five times the largest spread seen between two timings of one config on the
-# H100 (5-10% on 5-8 us kernels, session 29), so a contender is never cut by noise
-RACE_MARGIN = 1.5
+# full: the widest window of the final run-off (contenders within 1 + 2 x noise of the best, the
+# noise capped at 10%, `session.NOISE_CAP`), so a raced config is one no run-off could take. Not
+# fitted (session 30 first tried 1.5: 3 to 18 of 48 configs raced live, saving little)
+RACE_MARGIN = 1 + 2 * NOISE_CAP
 
 
 class CallEvaluator(InProcessEvaluator):
@@ -122,8 +124,8 @@ class CallEvaluator(InProcessEvaluator):
     config has a full timing, each later config is first timed by it, and one over `RACE_MARGIN`
     times the fastest full timing keeps that probe as its time (extra "raced"): Triton's full
     do_bench spends about 125 ms on every config whatever it is, most of a cold call on a small
-    kernel, and a config half again slower than one already timed is out of the running. Its
-    probe time still ranks it for the strategy and the diagnosis."""
+    kernel, and a config that much slower than one already timed can never enter the run-off.
+    Its probe time still ranks it for the strategy and the diagnosis."""
 
     def __init__(self, *a: Any, probe_timer: Callable | None = None, **kw: Any):
         super().__init__(*a, **kw)
