@@ -9,7 +9,7 @@ the whole list, then the strategy in what room is left, abduction with the ranke
 its exploring prior (learned without the kernel). `triton.autotune` measures the list and
 keeps its best. Every strategy gets the same seeds.
 
-    python benchmarks/list_beyond.py OUT.json [--extra 8,16,32] [--strategy abduction,random,tpe,pattern]
+    python benchmarks/list_beyond.py OUT.json [--extra 8,16,32] [--strategy abduction,random,tpe,pattern@max_step=1]
         [--repeats 20] [--procs 2] [--kernels PREFIX,...]
 
 Per kernel and budget: the geomean over its shapes of the median (over repeats) of winner /
@@ -87,21 +87,38 @@ def run_dataset(ds, path: str, extras: list[int], strategies: list[str], repeats
     budgets = sorted({len(seeds) + e for e in extras})
     prior_fn = functools.partial(_replay_prior, holdout="kernel")
     label = f"{out['kernel']}/{out['shape']}"
-    for c in compare_on_dataset(ds, strategies, budgets, repeats, 0, seeds_fn=lambda _d: seeds,
-                                prior_fn=prior_fn, label=label):
-        d = c.to_dict()
-        extra = d["budget"] - len(seeds)
-        out["cells"].append({"strategy": d["strategy"], "extra": extra, "budget": d["budget"],
-                             "vs_list": statistics.median(d["bests_ms"]) / best,
-                             "vs_optimum": d["median_ratio"]})
+    for entry in strategies:
+        name, opts = strategy_entry(entry)
+        for c in compare_on_dataset(ds, [name], budgets, repeats, 0, seeds_fn=lambda _d: seeds,
+                                    prior_fn=prior_fn, label=label, options={name: opts}):
+            d = c.to_dict()
+            extra = d["budget"] - len(seeds)
+            out["cells"].append({"strategy": entry, "extra": extra, "budget": d["budget"],
+                                 "vs_list": statistics.median(d["bests_ms"]) / best,
+                                 "vs_optimum": d["median_ratio"]})
     return out
+
+
+def strategy_entry(entry: str) -> tuple[str, dict]:
+    """'pattern@max_step=1' -> ("pattern", {"max_step": 1}): a strategy with options (integers,
+    floats or words), named as given in the table."""
+    name, _, rest = entry.partition("@")
+    opts: dict = {}
+    for kv in filter(None, rest.split("+")):
+        k, _, v = kv.partition("=")
+        try:
+            opts[k] = json.loads(v)
+        except json.JSONDecodeError:
+            opts[k] = v
+    return name, opts
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out")
     ap.add_argument("--extra", default="8,16,32", help="evaluations beyond the list and the bets")
-    ap.add_argument("--strategy", default="abduction,random,tpe,pattern")
+    ap.add_argument("--strategy", default="abduction,random,tpe,pattern",
+                    help="comma-separated; options after '@' joined by '+' (pattern@max_step=1)")
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--procs", type=int, default=2)
     ap.add_argument("--kernels", default=",".join(LIBRARIES), help="kernel name prefixes")

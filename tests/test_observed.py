@@ -267,7 +267,7 @@ def test_vllm_round_trip_preserves_configs(tmp_path):
     assert r.hardware == "H100-SXM" and r.kernel_class == "matmul" and r.variant == "moe"
     assert r.templates[0].config["@tile:K"] == 256
     q = next(r for r in db if r.exact["E"] == 256)
-    assert (q.kernel_class, q.variant, q.hardware) == ("quantized_matmul", "fp8", "H200")
+    assert (q.kernel_class, q.variant, q.dtype_family, q.hardware) == ("matmul", "moe", "fp8", "H200")
     # through a database file and back
     db.save(tmp_path / "db.json")
     out = export_vllm(Database.load(tmp_path / "db.json"), tmp_path / "vllm_out")

@@ -234,7 +234,8 @@ def infer_kernel_class(problem: Problem, space: Space | None = None) -> str:
         return problem.kernel_class
     names = {_norm(k) for k in problem.dims}
     roles = set(space.roles()) if space is not None else set()
-    quant = bool(_quant_variant(problem))
+    q = _quant_variant(problem)
+    quant = bool(q) and not (q == "fp8" and _fp8_operands(problem))
     guess = guess_kernel_class(problem.kernel)
     # M, N and K are also what reductions over a middle dim call their outer, reduced and inner
     # extents (FlagGems' softmax and log-softmax over a dim that is not the last, keyed by M, N
@@ -252,6 +253,20 @@ def infer_kernel_class(problem: Problem, space: Space | None = None) -> str:
     if guess == "matmul" and quant:
         return "quantized_matmul"
     return guess
+
+
+# names of a matmul's output (any dtype) and of its scales and zero points: not its operands
+_NOT_OPERAND = re.compile(r"^(c|d|o|y|out|output|dst|res|result)(_?ptr)?$|scale|zero|^key:", re.IGNORECASE)
+
+
+def _fp8_operands(problem: Problem) -> bool:
+    """Whether every operand of the problem (its output, scales and zero points aside) is fp8.
+    An fp8 x fp8 matmul is a matmul, as an explicit "matmul" keeps it (`classify`), as the zoo's
+    recordings name their fp8 kernel and as vLLM's fp8_w8a8 tables are read
+    (`heuristics.vllm`): what was learned under that class meets a live fp8 call under it too.
+    fp8 against a wider type (weight-only) and integer or sub-byte types stay quantized."""
+    fams = {dtype_family(str(v).lower()) for k, v in problem.dtypes.items() if not _NOT_OPERAND.search(k)}
+    return fams == {"fp8"}
 
 
 def _quant_variant(problem: Problem) -> str:
