@@ -479,3 +479,18 @@ def test_beyond_measures_each_list_whole_then_that_many_more_in_the_grown_space(
         mm.make(store=":memory:", beyond=-1)
     with pytest.raises(AbductuneError, match="budget= or beyond=, not both"):
         abductune.patch_triton(budget=8, beyond=4)
+
+
+@interpreted
+def test_record_mode_times_every_config_in_full(tmp_path: Path, monkeypatch):
+    from abductune.autotune import evaluation
+    from abductune.problem import Problem
+
+    probe = lambda c, la: 1.0  # noqa: E731
+    monkeypatch.setattr(evaluation, "timers", lambda tuner: (probe, probe, probe))
+    p = Problem("softmax_kernel", "row_reduction", {"n_cols": 16}, {"x": "fp32"})
+    tuning = abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], store=":memory:")(sm.softmax_kernel)
+    assert evaluation.call_evaluator(tuning, p, (), {}, {}, {}).probe_timer is probe  # a tune races
+    recording = abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], store=":memory:",
+                                   record=tmp_path / "rec")(sm.softmax_kernel)
+    assert evaluation.call_evaluator(recording, p, (), {}, {}, {}).probe_timer is None

@@ -104,6 +104,8 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
             return None
         check = compare
     timer, retimer, probe = timers(tuner)
+    if getattr(tuner, "record", None) is not None:
+        probe = None  # a recording times every config in full: a dataset's slow configs are data too
     return CallEvaluator(problem, space, launch, timer, check=check, prune=prune, warm=warm,
                          remeasure_timer=retimer, probe_timer=probe, verbose=printing())
 
