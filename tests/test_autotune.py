@@ -487,7 +487,7 @@ def test_record_mode_times_every_config_in_full(tmp_path: Path, monkeypatch):
     from abductune.problem import Problem
 
     probe = lambda c, la: 1.0  # noqa: E731
-    monkeypatch.setattr(evaluation, "timers", lambda tuner: (probe, probe, probe))
+    monkeypatch.setattr(evaluation, "timers", lambda tuner: (probe, probe, probe, probe))
     p = Problem("softmax_kernel", "row_reduction", {"n_cols": 16}, {"x": "fp32"})
     tuning = abductune.autotune(configs=sm.CONFIGS, key=["n_cols"], store=":memory:")(sm.softmax_kernel)
     assert evaluation.call_evaluator(tuning, p, (), {}, {}, {}).probe_timer is probe  # a tune races

@@ -540,6 +540,15 @@ def test_configs_plainly_slower_than_the_fastest_are_timed_by_the_short_probe_al
     assert [m.extra.get("raced") for m in ms] == [None, 2.05, None, round(1.31 / 0.8, 3), None]
     assert ev.raced == 2 and ev.best_ms == 0.8 and all(m.ok for m in ms)
 
+    # a config the probe keeps in the running is timed by the timer after a probe (no warm-up)
+    timed.clear()
+    warm = CallEvaluator(Problem("k", "other", {"n": 1}), Space([Choice("B", list(full))]),
+                         lambda c: Launch(lambda: None), timer("full", full), probe_timer=timer("probe", probe),
+                         probed_timer=timer("probed", full))
+    ms = warm.evaluate([{"B": b} for b in (1, 2, 5)])
+    assert timed == [("full", 1), ("probe", 2), ("probe", 5), ("probed", 5)]
+    assert [m.time_ms for m in ms] == [1.0, 2.05, 0.94] and warm.best_ms == 0.94
+
     # without a probe (a timer the user brought) every config is timed in full
     timed.clear()
     plain = CallEvaluator(Problem("k", "other", {"n": 1}), Space([Choice("B", list(full))]),
@@ -555,6 +564,6 @@ def test_a_timer_the_user_brought_is_used_without_a_probe():
 
     mine = lambda c, la: 1.0  # noqa: E731
     tuner = SimpleNamespace(_timer=mine, _do_bench=None)
-    assert timers(tuner) == (mine, mine, None)
+    assert timers(tuner) == (mine, mine, None, None)
     bench = SimpleNamespace(_timer=None, _do_bench=lambda f, quantiles=None: 1.0)
-    assert timers(bench)[2] is None
+    assert timers(bench)[2:] == (None, None)

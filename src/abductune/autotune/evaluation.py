@@ -103,11 +103,11 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
                     return why
             return None
         check = compare
-    timer, retimer, probe = timers(tuner)
+    timer, retimer, probe, probed = timers(tuner)
     if getattr(tuner, "record", None) is not None:
         probe = None  # a recording times every config in full: a dataset's slow configs are data too
     return CallEvaluator(problem, space, launch, timer, check=check, prune=prune, warm=warm,
-                         remeasure_timer=retimer, probe_timer=probe, verbose=printing())
+                         remeasure_timer=retimer, probe_timer=probe, probed_timer=probed, verbose=printing())
 
 
 # a config whose short probe is this many times the fastest full timing so far is not timed in
@@ -127,11 +127,16 @@ class CallEvaluator(InProcessEvaluator):
     times the fastest full timing keeps that probe as its time (extra "raced"): Triton's full
     do_bench spends about 125 ms on every config whatever it is, most of a cold call on a small
     kernel, and a config that much slower than one already timed can never enter the run-off.
-    Its probe time still ranks it for the strategy and the diagnosis."""
+    Its probe time still ranks it for the strategy and the diagnosis. A config the probe keeps in
+    the running is then timed by `probed_timer` (default: the full timer): the full timer less
+    its warm-up, which the probe's own 25 ms of runs just did (Triton's do_bench warms up for 25
+    ms so clocks and caches are as they will be while it times)."""
 
-    def __init__(self, *a: Any, probe_timer: Callable | None = None, **kw: Any):
+    def __init__(self, *a: Any, probe_timer: Callable | None = None, probed_timer: Callable | None = None,
+                 **kw: Any):
         super().__init__(*a, **kw)
         self.probe_timer = probe_timer
+        self.probed_timer = probed_timer or self.timer
         self.best_ms = float("inf")  # the fastest full first-time timing so far
         self.raced = 0  # configs timed by the probe alone
 
@@ -141,7 +146,10 @@ class CallEvaluator(InProcessEvaluator):
             if median > RACE_MARGIN * self.best_ms:
                 self.raced += 1
                 return median, samples, {"raced": round(median / self.best_ms, 3)}
-        median, samples, extra = super()._time(cfg, launch)
+            median, samples = _samples(self.probed_timer(cfg, launch))
+            extra: dict[str, Any] = {}
+        else:
+            median, samples, extra = super()._time(cfg, launch)
         if median < self.best_ms:
             self.best_ms = median
         return median, samples, extra
@@ -197,26 +205,29 @@ def decided(times: Sequence[Sequence[float]], errors: Sequence[BaseException | N
     return False
 
 
-def timers(tuner: Any) -> tuple[Callable, Callable, Callable | None]:
-    """(timer, run-off timer, probe timer): the injected timer, the user's do_bench,
-    warmup/rep, or Triton's benchmarker (a shorter one for the interleaved run-off rounds,
-    which also probes each config first: `CallEvaluator`). A timer the user brought is used
-    as it is, with no probe."""
+def timers(tuner: Any) -> tuple[Callable, Callable, Callable | None, Callable | None]:
+    """(timer, run-off timer, probe timer, timer after a probe): the injected timer, the user's
+    do_bench, warmup/rep, or Triton's benchmarker (a shorter one for the interleaved run-off
+    rounds, which also probes each config first, then the full one less its warm-up:
+    `CallEvaluator`). A timer the user brought is used as it is, with no probe."""
     if tuner._timer is not None:
-        return tuner._timer, tuner._timer, None
+        return tuner._timer, tuner._timer, None, None
     if tuner._do_bench is not None:
-        return bench_timer(tuner._do_bench), bench_timer(tuner._do_bench), None
+        return bench_timer(tuner._do_bench), bench_timer(tuner._do_bench), None, None
     if interpreted(tuner.fn):
-        return bench_timer(wall_clock_bench), bench_timer(wall_clock_bench), None
+        return bench_timer(wall_clock_bench), bench_timer(wall_clock_bench), None, None
     import triton.testing as tt
 
     if tuner.use_cuda_graph:
         cg = lambda f, quantiles: tt.do_bench_cudagraph(f, rep=tuner.num_reps or 100, quantiles=quantiles)  # noqa: E731
-        return bench_timer(cg), bench_timer(cg), None
-    full = lambda f, quantiles: tt.do_bench(f, warmup=tuner.num_warmups or 25, rep=tuner.num_reps or 100,  # noqa: E731
+        return bench_timer(cg), bench_timer(cg), None, None
+    rep = tuner.num_reps or 100
+    full = lambda f, quantiles: tt.do_bench(f, warmup=tuner.num_warmups or 25, rep=rep,  # noqa: E731
                                             quantiles=quantiles)
     short = lambda f, quantiles: tt.do_bench(f, warmup=5, rep=20, quantiles=quantiles)  # noqa: E731
-    return bench_timer(full), bench_timer(short), bench_timer(short)
+    # after a probe (25 ms of this config's runs): one warm-up run, as do_bench takes at least one
+    warm = lambda f, quantiles: tt.do_bench(f, warmup=0, rep=rep, quantiles=quantiles)  # noqa: E731
+    return bench_timer(full), bench_timer(short), bench_timer(short), bench_timer(warm)
 
 
 _TOL = {"fp16": 1e-2, "bf16": 2e-2, "fp32": 1e-4, "fp64": 1e-8}
