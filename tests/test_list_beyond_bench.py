@@ -4,10 +4,12 @@ then the kernel's whole list), so no search can end slower than `triton.autotune
 kernel whose list is its whole recorded space has nothing beyond it to find."""
 from __future__ import annotations
 
+import pytest
 from bench_scripts import load_benchmark
 
 from abductune.datasets.public import load_any
 from abductune.datasets.zoo import zoo_datasets
+from abductune.errors import AbductuneError
 
 
 def _module():
@@ -45,3 +47,14 @@ def test_a_list_that_is_its_whole_space_is_left_out_and_the_table_says_so(capsys
     out = capsys.readouterr().out
     assert "left out (the list is the whole recorded space): whole_list_kernel" in out
     assert "| flaggems_kron_bf16 | 24 / 300 |" in out and "(of 1)" in out
+
+
+def test_a_strategy_with_options_is_named_as_given_and_run_with_them():
+    mod = _module()
+    assert mod.strategy_entry("pattern") == ("pattern", {})
+    assert mod.strategy_entry("pattern@max_step=1+restarts=true") == ("pattern", {"max_step": 1, "restarts": True})
+    path = zoo_datasets("flaggems_var_mean_bf16")[0]
+    got = mod._one((str(path), [8], ["pattern", "pattern@max_step=1"], 2))
+    assert {c["strategy"] for c in got["cells"]} == {"pattern", "pattern@max_step=1"}
+    with pytest.raises(AbductuneError, match="no_such_option"):  # an unknown option fails, naming it
+        mod._one((str(path), [8], ["pattern@no_such_option=1"], 1))
