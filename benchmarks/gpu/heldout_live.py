@@ -15,9 +15,11 @@ lambda over the meta-parameters, key = the shape arguments), with the kernel's o
 (`spec.fixed_configs()`). Variants, each in its own process with an empty Triton cache and
 abductune store (compile time counts): `triton` (triton.autotune), `abductune_list`
 (abductune.autotune on the list), `abductune_b16` (the same with budget=16). Per shape: the cold
-first call (tuning included) and the winner. Then this process re-times, interleaved (do_bench,
-a round not kept, then 5 rounds each in another order, median), each variant's winner, the list's best (triton's configs_timings) and the
-recorded best config of the zoo's exhaustive H100 sweep (datasets/zoo_data/h100).
+first call (tuning included) and the winner (`--extra-variants`: more abductune variants, the
+same way). Then this process re-times, interleaved (do_bench; a round not kept, then 5 rounds,
+each in another order; median), each variant's winner, the list's best (triton's
+configs_timings) and the recorded best config of the zoo's exhaustive H100 sweep
+(datasets/zoo_data/h100).
 Targets (issue 27): per kernel, cold(abductune_b16) <= 2 x cold(triton) summed over shapes;
 per shape, winner(abductune_b16) <= 1.03 x the recorded best re-timed beside it.
 --deadline-s: no shape starts after it; a started shape, a child's exit and the last kernel's
