@@ -23,6 +23,13 @@ the scored shape); its recorded time over the shape's optimum is the score:
   holdout (`heuristics.nvidia_estimate.reranked`): the model proposes, the ranker chooses;
   nvidia_tile: the ranker's first config with the output tile of NVIDIA's top-1
   (`ranker_shipped.rank(..., nvidia=True)`): the model chooses the tile, the ranker the rest.
+- checked: the theory column after the compile check `predict --kernel` runs where the kernel
+  is at hand (`theory.check.first_clean` over `zero_shot`'s answers: a config that spills or
+  fails to compile is relieved, else the next answer taken). The compiler here is the dataset's
+  own record of the config (its registers, spills and compile status, which a compile-only run of
+  the same toolchain reproduces); a config the dataset did not record passes, as nothing is known
+  against it, and a config that failed only at run time (a wrong result) passes too, as a
+  compile cannot see that. It measures nothing.
 - theory_at_nvidia: the theory column on the shapes NVIDIA's model answers (the like-for-like
   comparison with its top-1).
 Rows: each kernel, then each kernel class ("class matmul", ...), then all; with `--group
@@ -67,6 +74,25 @@ def parse_groups(specs: list[str]) -> dict[str, set[str]]:
             sys.exit(f"error: --group takes LABEL=KERNEL,KERNEL,... (got {spec!r})")
         out.setdefault(label, set()).update(k for k in names.split(",") if k)
     return out
+
+
+# recorded statuses a compile-only check reproduces: the compiler refused it, it asked for more
+# shared memory than the GPU has, or ptxas did not finish
+COMPILE_VISIBLE = ("compile_error", "resource_error", "timeout")
+
+
+def recorded_compiler(ds):
+    """A `compile_fn` for `theory.check.first_clean` that answers from `ds`'s records."""
+    facts = {}
+    for m in ds.records:
+        st = m.status.value if hasattr(m.status, "value") else str(m.status)
+        facts[tuple(sorted(m.config.items()))] = {
+            "status": st if st in COMPILE_VISIBLE else "ok", "registers": m.registers,
+            "spills": m.spills or 0, "error": m.error or st}
+
+    def compile_fn(_spec, cfg, _problem, _arch):
+        return facts.get(tuple(sorted(cfg.items())), {"status": "ok", "registers": None, "spills": 0, "error": ""})
+    return compile_fn
 
 
 def nearest(problem, others):
@@ -131,7 +157,9 @@ def main() -> None:
     from abductune.heuristics.harvest import observation_from_dataset
     from abductune.heuristics.nvidia_estimate import reranked
     from abductune.problem import Holdout
+    from abductune.theory.check import first_clean
     from abductune.theory.store import packaged_book, predict
+    from abductune.theory.store.predict import zero_shot
 
     book = packaged_book()
     from abductune.errors import AbductuneError
@@ -162,6 +190,11 @@ def main() -> None:
         # the kernel's own config, served where the learned sources would extrapolate on its space
         p = predict(pb, space, book=book, exclude=held, default=ds.meta.get("default_config") or fixed,
                     listed=ds.meta.get("fixed_configs") or ())
+        answers = zero_shot(pb, space, book=book, exclude=held, default=ds.meta.get("default_config") or fixed,
+                            listed=ds.meta.get("fixed_configs") or ())
+        chk = first_clean(type("Spec", (), {"space": staticmethod(lambda: space)}), pb, answers,
+                          compile_fn=recorded_compiler(ds))
+        chk_cfg = chk.config if chk is not None else None
         near = nearest(pb, [x for x in obs if x.problem.kernel == pb.kernel and x is not o])
         near_cfg = near.ranked(1)[0] if near else None
         rep = seed_configs(pb, space, pb.hardware, exclude=held)
@@ -176,6 +209,7 @@ def main() -> None:
         rows.append({"kernel": pb.kernel, "shape": ds.name,
                      "theory": ratio(p.config if p else None), "theory_rule": p.describe() if p else None,
                      "theory_source": p.source if p else None,
+                     "checked": ratio(chk_cfg), "checked_config": chk_cfg,
                      "nearest_shape": ratio(near_cfg), "nearest": near.name if near else None,
                      "observed": ratio(observed), "heuristics": ratio(heur), "fixed_first": ratio(fixed),
                      "default": ratio(default),
@@ -184,7 +218,7 @@ def main() -> None:
                      "nvidia_reranked": ratio(rer), "nvidia_reranked_config": rer,
                      "nvidia_tile": ratio(tiled), "nvidia_tile_config": tiled,
                      "kernel_class": pb.kernel_class,
-                     "state": {"theory": state(p.config if p else None), "nearest_shape": state(near_cfg),
+                     "state": {"theory": state(p.config if p else None), "checked": state(chk_cfg), "nearest_shape": state(near_cfg),
                                "observed": state(observed), "heuristics": state(heur),
                                "fixed_first": state(fixed), "default": state(default),
                                "nvidia": state(nv8[0] if nv8 else None), "nvidia_top8": nv8_state,
@@ -192,7 +226,7 @@ def main() -> None:
         r = rows[-1]
         r["theory_at_nvidia"] = r["theory"] if r["nvidia"] is not None else None
         r["state"]["theory_at_nvidia"] = r["state"]["theory"] if r["nvidia"] is not None else None
-    cols = ["theory", "nearest_shape", "observed", "heuristics", "fixed_first", "default", "nvidia",
+    cols = ["theory", "checked", "nearest_shape", "observed", "heuristics", "fixed_first", "default", "nvidia",
             "nvidia_top8", "nvidia_reranked", "nvidia_tile", "theory_at_nvidia"]
     by_kernel: dict[str, list[dict]] = defaultdict(list)
     for r in rows:

@@ -54,3 +54,23 @@ def test_groups_summarize_named_kernels_and_skip_leaves_kernels_out(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_zeroshot.py"), str(mm), "--group", "dev"],
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "LABEL=KERNEL" in bad.stderr
+
+
+def test_the_checked_column_passes_over_a_config_its_dataset_records_as_spilling(tmp_path):
+    """The "checked" column is `predict --kernel`'s compile check with the dataset's records as
+    the compiler: on a shape where learned answers spill as recorded, it serves a config the
+    records say compiled without spills."""
+    from abductune.datasets.format import read_dataset
+    from abductune.datasets.paths import expand_dataset_args
+
+    path = next(p for p in expand_dataset_args(["zoo:zoo_mm_splitk_fp16"]) if "M40_N3000_K7000" in str(p))
+    out = tmp_path / "c.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_zeroshot.py"), str(path),
+                          "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    [row] = json.loads(out.read_text())["rows"]
+    spills = {tuple(sorted(m.config.items())): m.spills for m in read_dataset(path).records}
+    checked = row["checked_config"]
+    assert checked is not None and spills[tuple(sorted(checked.items()))] == 0
+    assert row["state"]["checked"] == "ok" and row["checked"] >= 1.0
+    assert "checked" in run.stdout.splitlines()[0]

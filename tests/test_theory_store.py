@@ -347,6 +347,59 @@ def test_first_clean_adds_warps_to_a_spilling_config_then_tries_the_runner_up():
                                                                    "registers": None, "spills": None}) is None
 
 
+def test_first_clean_serves_the_lightest_spill_where_every_config_spills():
+    """Where every prediction and relief compiles but spills, the config with the fewest spill
+    bytes is served (not nothing), and its repairs say so; one that fails to compile is never it."""
+    import dataclasses
+
+    from abductune import kernels
+    from abductune.hardware import lookup
+    from abductune.theory.check import first_clean
+    from abductune.theory.store import predictions
+
+    spec = kernels.get("matmul_fp16")
+    problem = spec.problem({"M": 200, "N": 5000, "K": 700}, lookup("H100-SXM"))
+    [pred] = predictions(problem, spec.space())[:1]
+    first = dict(pred.config)
+    second = {**first, "BLOCK_N": 64, "num_warps": 4}
+    preds = [pred, dataclasses.replace(pred, config=second)]
+
+    def fake(_spec, cfg, _problem, _arch):
+        if cfg == first:  # fails outright: never served, however the others spill
+            return {"status": "compile_error", "error": "x", "registers": None, "spills": None}
+        return {"status": "ok", "error": "", "registers": 255, "spills": 96 if cfg == second else 700}
+    heard: list[str] = []
+    got = first_clean(spec, problem, preds, echo=heard.append, compile_fn=fake)
+    assert got is not None and got.config == second
+    assert "every config tried spills" in got.repairs[-1] and "96 bytes" in got.repairs[-1]
+    assert "the lightest (96 bytes)" in heard[-1]
+
+
+def test_first_clean_serves_the_kernels_own_config_spills_and_all_but_not_a_failure():
+    """A prediction with source "default" (the kernel's own config, served where nothing learned
+    was trusted) is served though it spills; a default that does not compile is passed over."""
+    import dataclasses
+
+    from abductune import kernels
+    from abductune.hardware import lookup
+    from abductune.theory.check import first_clean
+    from abductune.theory.store import predictions
+
+    spec = kernels.get("matmul_fp16")
+    problem = spec.problem({"M": 200, "N": 5000, "K": 700}, lookup("H100-SXM"))
+    [pred] = predictions(problem, spec.space())[:1]
+    own = dataclasses.replace(pred, source="default")
+    spilling = lambda *_a: {"status": "ok", "error": "", "registers": 255, "spills": 512}  # noqa: E731
+    heard: list[str] = []
+    got = first_clean(spec, problem, [own], echo=heard.append, compile_fn=spilling)
+    assert got is own and "served as its author chose it" in heard[0]
+    # a learned prediction that spills as much is relieved (every relief spills too: the lightest)
+    got = first_clean(spec, problem, [pred], compile_fn=spilling)
+    assert got is not pred and "every config tried spills" in got.repairs[-1]
+    failing = lambda *_a: {"status": "compile_error", "error": "x", "registers": None, "spills": None}  # noqa: E731
+    assert first_clean(spec, problem, [own], compile_fn=failing) is None
+
+
 def test_a_rule_says_it_was_never_confirmed_on_a_new_kernel_and_is_trusted_less():
     """Theories say where they apply (issue 27): a rule learned on the built-in matmul, asked
     about another kernel of the class, says so and lowers its confidence; the built-in

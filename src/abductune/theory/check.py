@@ -38,14 +38,18 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
                 compile_fn: Callable[..., dict[str, Any]] | None = None) -> Any:
     """The first of `preds` (theory-store Predictions, best first) whose config compiles for
     the problem's GPU without spilling and can launch there; a spilling config is retried
-    with fewer registers per thread (`relief`) before the next prediction. Returns the
-    Prediction (its config replaced where it was relieved) or None; `echo` hears each config
-    passed over and why."""
+    with fewer registers per thread (`relief`) before the next prediction. Where every config
+    tried compiles but spills, the one with the fewest spill bytes is served (local memory
+    traffic grows with them), its Prediction saying so. Returns the Prediction (its config
+    replaced where it was relieved) or None when nothing tried compiles; `echo` hears each
+    config passed over and why. The kernel's own config (source "default", served where nothing
+    learned was trusted) is not relieved of spills: only a compile failure passes it over."""
     from ..format import format_config
     from ..measure.static import compile_one
 
     compile_fn = compile_fn or compile_one
     space = spec.space()
+    least: tuple[int, Any, dict[str, Any]] | None = None  # (spill bytes, prediction, config) of the lightest spill
     for p in preds:
         first = dict(p.config)
         todo = [first]
@@ -54,6 +58,12 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
             cfg = todo.pop(0)
             facts = compile_fn(spec, cfg, problem.to_dict(), problem.hardware.arch)
             bad = verdict(facts)
+            if bad and facts["status"] == "ok" and getattr(p, "source", "") == "default":
+                # the kernel's own config, served because nothing learned was trusted: its author
+                # chose it, spills and all; only a config that cannot compile is passed over
+                echo(f"checked: the kernel's own config compiles for {problem.hardware.arch}; it {bad}, "
+                     "served as its author chose it")
+                return p
             if not bad:
                 echo(f"checked: compiles for {problem.hardware.arch} with {facts['registers']} registers, "
                      "no spills")
@@ -64,10 +74,17 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
                     *p.repairs, f"compile check: {moved} (with the values before, it {first_bad})"))
             if cfg is first:
                 first_bad = bad
+            if facts["status"] == "ok" and (least is None or facts["spills"] < least[0]):
+                least = (facts["spills"], p, cfg)
             echo(f"passed over {format_config(cfg)}: {bad}")
             if facts["spills"] and cfg is first:  # relief configs differ from it and from each other
                 todo += relief(space, cfg)
-    return None
+    if least is None:
+        return None
+    spilled, p, cfg = least
+    echo(f"every config tried spills: served {format_config(cfg)}, the lightest ({spilled} bytes)")
+    return dataclasses.replace(p, config=cfg, repairs=(
+        *p.repairs, f"compile check: every config tried spills; this one the least ({spilled} bytes)"))
 
 
 def relief(space: Any, cfg: dict[str, Any]) -> list[dict[str, Any]]:
