@@ -27,6 +27,7 @@ from library_shapes import FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL, FLAGGEMS_KRON, FLAGG
 from library_shapes import GDN_CHUNK, GDN_SHAPES  # noqa: E402
 from library_shapes import FLAGGEMS_AMAX_MN, FLAGGEMS_BATCH_NORM, FLAGGEMS_BICUBIC, FLAGGEMS_TRIU_MN  # noqa: E402
 from library_shapes import FLAGGEMS_INSTANCE_NORM, FLAGGEMS_WEIGHT_NORM  # noqa: E402
+from library_shapes import FLAGGEMS_BICUBIC_AA, FLAGGEMS_CONV3D, FLAGGEMS_CROSS_ENTROPY  # noqa: E402
 from library_shapes import MOE_LAYERS as _MOE_CALLS  # noqa: E402
 
 
@@ -404,6 +405,83 @@ def _fg_instance_norm(p):
         flops=10.0 * m * n, min_bytes=4.0 * m * n + 2.0 * 2 * shape[1] + 4.0 * 2 * m)
 
 
+# flaggems_cross_entropy's logits keyed as its key is (C, D): the classes and the elements after them
+CROSS_ENTROPY = {(s[1], math.prod(s[2:])): s for s in FLAGGEMS_CROSS_ENTROPY}
+
+
+def _fg_cross_entropy(p):
+    # one program a row (a token, or an image: grid axis 1) and BLOCK_D of the D elements after
+    # the class dim (grid axis 0; D = 1 for an LLM's tokens): an online maximum and sum of
+    # exponentials over the C classes (the cols) in BLOCK_C steps, then the target's logit
+    # gathered; about 5 operations a logit (a maximum, two exponentials, a multiply and an add).
+    # The logits read once (bf16); per (row, D) element an int64 target read and an fp32 loss and
+    # an fp32 target weight written. A row reduction as the softmax over a middle dim: rows the
+    # outer index, cols the classes, D the trailing elements BLOCK_D tiles (the name its tile reads)
+    c, d = p.dims["C"], p.dims["D"]
+    rows = CROSS_ENTROPY[(c, d)][0]
+    return "flaggems_cross_entropy_bf16", replace(p, kernel_class="row_reduction", dims={
+        "rows": rows, "cols": c, "D": d}, flops=5.0 * rows * c * d, min_bytes=2.0 * rows * c * d + 16.0 * rows * d)
+
+
+def _conv3d_mnk(n: int, c: int, d: int, h: int, w: int, k: int, r, s, pad) -> tuple[int, int, int]:
+    """A conv3d's implicit GEMM: (output voxels, output channels, input channels x kernel taps)."""
+    out = [(size + 2 * q - kk) // st + 1 for size, kk, st, q in zip((d, h, w), r, s, pad)]
+    return n * math.prod(out), k, c * math.prod(r)
+
+
+# flaggems_conv3d's shapes keyed by their GEMM's (M, N, K), the header's dims: the call as made
+CONV3D = {_conv3d_mnk(*x): x for x in FLAGGEMS_CONV3D}
+
+
+def _fg_conv3d(p):
+    # an implicit GEMM, as conv2d's: output voxels (batch x out depth x height x width) by output
+    # channels, reduced over input channels x kernel taps; the kernel names its tiles for the
+    # conv's own dims, so the dataset's roles are restated as the product's (CONV3D_ROLES). Each
+    # input read once, the weights and the bias once, the output written once (bf16)
+    d = p.dims
+    m = d["in_n"] * d["out_depth"] * d["out_height"] * d["out_width"]
+    n, k = d["out_c"], d["weight_c"] * d["weight_depth"] * d["weight_height"] * d["weight_width"]
+    inp = d["in_n"] * d["weight_c"] * d["input_depth"] * d["input_height"] * d["input_width"]
+    return "flaggems_conv3d_bf16", replace(p, kernel_class="matmul", dims={"M": m, "N": n, "K": k},
+                                           flops=2.0 * m * n * k, min_bytes=2.0 * (inp + n * k + n + m * n))
+
+
+# flaggems_bicubic_aa's shapes keyed as its key is (N, C, OH, OW): (batch, channels, in h, in w, out h, out w)
+BICUBIC_AA = {x[:2] + x[4:]: x for x in FLAGGEMS_BICUBIC_AA}
+
+
+def _aa_taps(size_in: int, size_out: int) -> int:
+    """The input taps a side the anti-aliased kernel loops over (align_corners=False): 2 x
+    int(support + 0.5) + 1, the support twice the scale where it shrinks (2 where it grows)."""
+    scale = size_in / size_out
+    support = 2.0 * scale if scale >= 1.0 else 2.0
+    return int(support + 0.5) * 2 + 1
+
+
+def _fg_bicubic_aa(p):
+    # a filter over taps_h x taps_w input taps an output pixel (its weights normalised per row and
+    # column): a multiply-add a tap, the weights not counted; every input read once and every
+    # output written once (bf16) at the least. Filed under `other`, as the pools (a 2-D windowed
+    # reduction): a BLOCK_Y x BLOCK_X tile of output pixels a program (BLOCK_Y and BLOCK_X restated
+    # as tiles of the output's height and width, BICUBIC_AA_ROLES), every (sample, channel) plane
+    # looped over inside it, so the samples are named apart from a batch (which would count as
+    # programs of their own)
+    n, c, oh, ow = (p.dims[k] for k in ("N", "C", "OH", "OW"))
+    h, w = BICUBIC_AA[(n, c, oh, ow)][2:4]
+    th, tw = _aa_taps(h, oh), _aa_taps(w, ow)
+    out = n * c * oh * ow
+    return "flaggems_upsample_bicubic2d_aa_bf16", replace(p, kernel_class="other", dims={
+        "samples": n, "channels": c, "in_h": h, "in_w": w, "out_h": oh, "out_w": ow, "taps_h": th, "taps_w": tw},
+        flops=2.0 * out * th * tw, min_bytes=2.0 * (n * c * h * w + out))
+
+
+def _conv3d_call(dims: dict) -> dict:
+    """What flaggems_conv3d passed, from the header's M, N and K (`CONV3D`)."""
+    n, c, d, h, w, k, r, s, pad = CONV3D[(dims["M"], dims["N"], dims["K"])]
+    return {"input": [n, c, d, h, w], "weight": [k, c, *r], "stride": list(s), "padding": list(pad),
+            "dilation": 1, "groups": 1, "bias": True}
+
+
 # what the call passed that neither the key nor the dims say (kernel -> problem dims -> meta.call)
 def _padding(shapes: dict, dims: dict) -> int:
     """A pool's padding, from the problem dims its header states (`_pooled`)."""
@@ -432,11 +510,24 @@ CALLS = {"_attn_fwd": lambda dims: {"is_causal": False, "attn_mask": None, "kv_h
              "dim": 1, "input_dtype": "bf16", "y": "torch.softmax over dim 1 (fp32), as bf16"},
          "instance_norm_loop_kernel": lambda dims: {
              "input": list(INSTANCE_NORM[(dims["rows"], dims["cols"])]), "use_input_stats": True,
-             "weight": True, "bias": True, "running_stats": None, "eps": 1e-5}}
+             "weight": True, "bias": True, "running_stats": None, "eps": 1e-5},
+         "celoss_indices_kernel": lambda dims: {
+             "logits": list(CROSS_ENTROPY[(dims["cols"], dims["D"])]), "target": "int64 class indices",
+             "reduction": "none", "weight": None, "ignore_index": -100, "label_smoothing": 0.0},
+         "conv3d_forward_kernel": _conv3d_call,
+         "general_interpolate_bicubic2d_aa_kernel": lambda dims: {
+             "align_corners": False, "antialias": True, "scales": None}}
 
 
 CONV_ROLES = {"BLOCK_NI_HO_WO": "tile:M", "BLOCK_CO": "tile:N", "BLOCK_CI": "tile:K"}
-ROLES = {"conv2d_forward_kernel": CONV_ROLES}  # kernel -> {parameter: role} restated in the header
+CONV3D_ROLES = {"BLOCK_NI_DO_HO_WO": "tile:M", "BLOCK_CO": "tile:N", "BLOCK_CI": "tile:K"}
+# the cross entropy's BLOCK_C (read as a tile of a dim "C") walks the classes, the cols it reduces
+CROSS_ENTROPY_ROLES = {"BLOCK_C": "tile:R"}
+# the anti-aliased bicubic's BLOCK_X and BLOCK_Y tile the output's width and height
+BICUBIC_AA_ROLES = {"BLOCK_X": "tile:W", "BLOCK_Y": "tile:H"}
+ROLES = {"conv2d_forward_kernel": CONV_ROLES, "conv3d_forward_kernel": CONV3D_ROLES,
+         "celoss_indices_kernel": CROSS_ENTROPY_ROLES,
+         "general_interpolate_bicubic2d_aa_kernel": BICUBIC_AA_ROLES}  # kernel -> {parameter: role} restated
 
 
 KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
@@ -459,7 +550,9 @@ KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "batch_norm_forward_kernel": _fg_batch_norm, "_upsample_bicubic2d_row_kernel": _fg_bicubic,
            "triu_kernel": _fg_triu, "amax_kernel": _fg_amax,
            "weight_norm_except_dim_kernel": _fg_weight_norm, "reglu_kernel": _fg_reglu,
-           "softmax_backward_kernel_non_inner": _fg_smx_non_inner, "instance_norm_loop_kernel": _fg_instance_norm}
+           "softmax_backward_kernel_non_inner": _fg_smx_non_inner, "instance_norm_loop_kernel": _fg_instance_norm,
+           "celoss_indices_kernel": _fg_cross_entropy, "conv3d_forward_kernel": _fg_conv3d,
+           "general_interpolate_bicubic2d_aa_kernel": _fg_bicubic_aa}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
 RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul"),
@@ -490,6 +583,10 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "softmax_backward_kernel_non_inner": ("FlagGems 5.0.2 (Apache-2.0)",
                                                   "flag_gems.ops.softmax.softmax_backward"),
             "instance_norm_loop_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.instance_norm"),
+            "celoss_indices_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.cross_entropy_loss"),
+            "conv3d_forward_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.conv3d"),
+            "general_interpolate_bicubic2d_aa_kernel": ("FlagGems 5.0.2 (Apache-2.0)",
+                                                        "flag_gems.ops.upsample_bicubic2d_aa._upsample_bicubic2d_aa"),
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gla.chunk_gla (backward)")
                for k in ("chunk_bwd_kernel_dh", "chunk_gla_bwd_kernel_dv", "chunk_gla_bwd_kernel_inter")},
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gated_delta_rule.chunk_gated_delta_rule")

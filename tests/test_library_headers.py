@@ -54,3 +54,43 @@ def test_a_run_out_recording_gets_its_header_and_timeouts_for_the_rest(tmp_path,
     late = [m for m in out.records if m.status == "timeout"]
     assert len(late) == len(want) - 15 == out.meta["unfinished_compiles"]
     assert all(m.error == lh.UNFINISHED for m in late) and out.meta["call"]["padding"] == 0
+
+
+def test_a_cross_entropy_recording_gets_its_rows_and_its_class_tile_restated(tmp_path, monkeypatch):
+    """Session 31's FlagGems cross entropy: keyed by (C, D) alone, so the rows come from the call's
+    shapes; BLOCK_C, read as a tile of a dim "C", is restated as the reduction tile of the cols."""
+    from abductune.datasets.format import read_dataset, write_dataset
+
+    space = Space([Choice("BLOCK_C", [256, 512], role="tile:C"), Choice("BLOCK_D", [1, 4], role="tile:D"),
+                   Choice("num_warps", [4, 8], role="warps")], name="celoss")
+    records = [Measurement(c, "ok", time_ms=1.0 + i) for i, c in enumerate(space.valid_configs())]
+    ds = Dataset(Problem("celoss_indices_kernel", "other", {"C": 150, "D": 512 * 512}, {"inp_ptr": "bf16"}),
+                 space.to_dict(), records, meta={"fixed_configs": [records[0].config]})
+    raw = tmp_path / "raw" / "celoss_indices_kernel"
+    raw.mkdir(parents=True)
+    write_dataset(ds, raw / "shape.jsonl.gz")
+    monkeypatch.setattr(sys, "argv", ["library_headers.py", str(tmp_path / "raw"), str(tmp_path / "out")])
+    lh.main()
+    out = read_dataset(next((tmp_path / "out" / "flaggems_cross_entropy_bf16").glob("*.jsonl.gz")))
+    assert out.problem.kernel_class == "row_reduction" and out.problem.dims == {"rows": 4, "cols": 150, "D": 262144}
+    assert out.problem.flops > 0 and out.problem.min_bytes >= 2.0 * 4 * 150 * 262144
+    assert {p["name"]: p["role"] for p in out.space_dict["params"]}["BLOCK_C"] == "tile:R"
+    assert out.meta["call"]["logits"] == [4, 150, 512, 512] and len(out.records) == len(records)
+    assert out.meta["origin"].startswith("FlagGems 5.0.2 (Apache-2.0)")
+
+
+def test_conv3d_and_antialiased_bicubic_headers_take_the_call_from_their_shapes():
+    """Session 31's conv3d (an implicit GEMM: M, N, K, the call's geometry found again from them)
+    and anti-aliased bicubic downsampling (the input size from the key (N, C, OH, OW), and the
+    taps a side the kernel loops over: 2 x int(2 x scale + 0.5) + 1)."""
+    dims = dict(in_n=4096, weight_c=3, input_depth=2, input_height=14, input_width=14, out_c=1280, out_depth=1,
+                out_height=1, out_width=1, weight_depth=2, weight_height=14, weight_width=14, stride_depth=2,
+                stride_height=14, stride_width=14, padding_depth=0, padding_height=0, padding_width=0, groups=1)
+    name, p = lh._fg_conv3d(Problem("conv3d_forward_kernel", "other", dims, {"input_pointer": "bf16"}))
+    assert name == "flaggems_conv3d_bf16" and p.dims == {"M": 4096, "N": 1280, "K": 1176}
+    assert lh.CALLS["conv3d_forward_kernel"](p.dims)["stride"] == [2, 14, 14]
+    name, p = lh._fg_bicubic_aa(Problem("general_interpolate_bicubic2d_aa_kernel", "other",
+                                        {"N": 16, "C": 3, "OH": 224, "OW": 224}, {"ptr_i": "bf16"}))
+    assert name == "flaggems_upsample_bicubic2d_aa_bf16" and p.kernel_class == "other"
+    assert (p.dims["in_h"], p.dims["taps_h"], p.dims["taps_w"]) == (512, 11, 11)  # scale 512 / 224: support 4.57
+    assert lh._aa_taps(720, 360) == 9 and lh._aa_taps(256, 224) == 5

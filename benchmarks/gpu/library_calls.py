@@ -18,7 +18,8 @@ from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_AMAX_MN
                             FLAGGEMS_UPSAMPLE, FLAGGEMS_LN_MN, FLAGGEMS_LSM_MN, FLAGGEMS_MM_MNK,
                             FLAGGEMS_RMS_N, FLAGGEMS_RMS_ROWS, FLAGGEMS_SMX_BWD_MN, FLAGGEMS_VAR_MEAN_MN,
                             FLAGGEMS_INSTANCE_NORM, FLAGGEMS_REGLU_MN, FLAGGEMS_SMX_NON_INNER,
-                            FLAGGEMS_WEIGHT_NORM, GDN_SHAPES, GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS)
+                            FLAGGEMS_WEIGHT_NORM, GDN_SHAPES, GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS,
+                            FLAGGEMS_BICUBIC_AA, FLAGGEMS_CONV3D, FLAGGEMS_CROSS_ENTROPY)
 
 
 def _pick(items: tuple) -> tuple:
@@ -486,3 +487,63 @@ def flaggems_instance_norm() -> None:
         y = flag_gems.instance_norm(x, weight, bias, None, None, True, 0.1, 1e-5)
         ref = f.instance_norm(x.float(), weight=weight.float(), bias=bias.float(), eps=1e-5)
         _check(f"flaggems instance_norm {'x'.join(map(str, shape))}", y, ref, 2e-2)
+
+
+def flaggems_cross_entropy() -> None:
+    """FlagGems' fused cross entropy forward with class indices (`celoss_indices_kernel`, its
+    `cross_entropy_loss` list: BLOCK_D of the D elements after the class dim per program and one
+    row (sample or token) per grid column, an online max and sum of exponentials over the C
+    classes in BLOCK_C x BLOCK_D tiles, then the target's logit gathered; warps; keyed by C and
+    D) through `flag_gems.cross_entropy_loss(logits, target, reduction="none")`, bf16 logits,
+    int64 targets, no class weights, no label smoothing (the op's defaults, which take this
+    kernel; "none" leaves out the untuned `sum_and_scale` reduction that "mean" adds). Checked
+    against torch's per-element cross entropy in fp32."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    f = torch.nn.functional
+    for shape in _pick(FLAGGEMS_CROSS_ENTROPY):
+        x = torch.randn(*shape, device="cuda", dtype=torch.bfloat16, generator=g)
+        t = torch.randint(0, shape[1], (shape[0], *shape[2:]), device="cuda", dtype=torch.int64, generator=g)
+        loss = flag_gems.cross_entropy_loss(x, t, reduction="none")
+        ref = f.cross_entropy(x.float(), t, reduction="none")
+        _check(f"flaggems cross_entropy {'x'.join(map(str, shape))}", loss, ref, 2e-2)
+
+
+def flaggems_conv3d() -> None:
+    """FlagGems' implicit-GEMM conv3d forward (`conv3d_forward_kernel`, its `conv3d_forward` list:
+    BLOCK_NI_DO_HO_WO output voxels x BLOCK_CO output channels per program, a loop over kernel
+    taps x input-channel blocks of BLOCK_CI, `tl.dot`; warps, stages; keyed by every size,
+    kernel, stride and padding) through `flag_gems.conv3d(x, w, bias, stride, padding)`, bf16,
+    with a bias. Checked against torch's conv3d in fp32."""
+    import flag_gems
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    f = torch.nn.functional
+    for n, c, d, h, w, k, r, s, p in _pick(FLAGGEMS_CONV3D):
+        x = torch.randn(n, c, d, h, w, device="cuda", dtype=torch.bfloat16, generator=g)
+        wt = torch.randn(k, c, *r, device="cuda", dtype=torch.bfloat16, generator=g) * (c * r[0] * r[1] * r[2]) ** -0.5
+        bias = torch.randn(k, device="cuda", dtype=torch.bfloat16, generator=g)
+        ref = f.conv3d(x.float(), wt.float(), bias.float(), s, p)
+        _check(f"flaggems conv3d N{n} C{c} {d}x{h}x{w} K{k} {'x'.join(map(str, r))}",
+               flag_gems.conv3d(x, wt, bias, s, p), ref, 3e-2)
+
+
+def flaggems_bicubic_aa() -> None:
+    """FlagGems' anti-aliased bicubic downsampling (`general_interpolate_bicubic2d_aa_kernel`, its
+    `upsample_bicubic2d_aa` list: a BLOCK_Y x BLOCK_X tile of output pixels per program, a loop
+    over every (sample, channel) plane inside it, and for each a loop over the filter's support,
+    2 x (2 x the scale) + 1 input taps a side, Keys' cubic with a = -0.5 normalised per row and
+    column; warps; keyed by N, C, OH and OW) through `_upsample_bicubic2d_aa(x, [oh, ow], False)`
+    (`flag_gems.ops.upsample_bicubic2d_aa`, torch's `_upsample_bicubic2d_aa`), bf16; every shape
+    shrinks, so the op takes this kernel (its 5 x 5-tap kernel serves upsampling). Checked against
+    torch's bicubic `interpolate` with antialias=True in fp32."""
+    from flag_gems.ops.upsample_bicubic2d_aa import _upsample_bicubic2d_aa
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    f = torch.nn.functional
+    for n, c, h, w, oh, ow in _pick(FLAGGEMS_BICUBIC_AA):
+        x = torch.randn(n, c, h, w, device="cuda", dtype=torch.bfloat16, generator=g)
+        y = _upsample_bicubic2d_aa(x, [oh, ow], False)
+        ref = f.interpolate(x.float(), size=(oh, ow), mode="bicubic", align_corners=False, antialias=True)
+        _check(f"flaggems upsample_bicubic2d_aa {n}x{c}x{h}x{w} -> {oh}x{ow}", y, ref, 2e-2)

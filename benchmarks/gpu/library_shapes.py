@@ -99,3 +99,31 @@ FLAGGEMS_SMX_NON_INNER = ((8, 150, 16384), (2, 150, 262144), (8, 19, 131072), (3
 # and second stages), a style-transfer network's first stage at 512 x 512, an nnU-Net 3-D stage
 # (128^3). The key is (M, N) = (batch x channels, spatial elements)
 FLAGGEMS_INSTANCE_NORM = ((4, 64, 256, 256), (8, 128, 128, 128), (4, 32, 512, 512), (2, 32, 128, 128, 128))
+# FlagGems' fused cross entropy forward with class indices (`celoss_indices_kernel`, the
+# `cross_entropy_loss` list, through flag_gems.cross_entropy_loss(logits, target, reduction="none")),
+# bf16 logits, int64 targets: the logits' shape, (rows, classes, *spatial). LLM losses over
+# Llama-2's, GPT-2's and Llama-3's vocabularies (D = 1: one program per token) and ADE20K
+# segmentation logits at 512 x 512 (150 classes, D = 262,144 pixels an image, BLOCK_D of them a
+# program). The key is (C, D), the classes and the elements after them, so each shape has its
+# own; the rows come from here
+FLAGGEMS_CROSS_ENTROPY = ((8192, 32000), (4096, 50257), (2048, 128256), (4, 150, 512, 512))
+# FlagGems' implicit-GEMM conv3d forward (`conv3d_forward_kernel`, the `conv3d_forward` list, through
+# flag_gems.conv3d with a bias), bf16: (batch, in channels, depth, height, width, out channels,
+# kernel (d, h, w), stride, padding). A video network's 3x3x3 block on 8 frames of 56 x 56 (C3D /
+# R(2+1)D / I3D-like), a 3-D U-Net stage (128 channels at 32^3) and Qwen2-VL's vision patch embedding
+# (a Conv3d over 2 x 14 x 14 patches of 3 channels, stride = kernel: 4,096 patches, 1,280 wide). The
+# key is every size, kernel, stride and padding (each shape its own); its grown space (1,536
+# configs) is past 1,000, so a seeded sample of 400 plus the list is recorded a shape
+FLAGGEMS_CONV3D = ((4, 64, 8, 56, 56, 64, (3, 3, 3), (1, 1, 1), (1, 1, 1)),
+                   (2, 128, 32, 32, 32, 128, (3, 3, 3), (1, 1, 1), (1, 1, 1)),
+                   (4096, 3, 2, 14, 14, 1280, (2, 14, 14), (2, 14, 14), (0, 0, 0)))
+# FlagGems' anti-aliased bicubic downsampling (`general_interpolate_bicubic2d_aa_kernel`, the
+# `upsample_bicubic2d_aa` list, through flag_gems.ops.upsample_bicubic2d_aa._upsample_bicubic2d_aa,
+# torch's interpolate(mode="bicubic", antialias=True); the op takes this kernel whenever either
+# side shrinks, its 5 x 5-tap upsampling kernel otherwise), align_corners=False, bf16: (batch,
+# channels, input height, input width, output height, output width). Image preprocessing: 720p
+# video frames halved, 512 x 512 images to a ViT's 224 x 224, 256 x 256 ones to 224 x 224, and
+# 2,048 x 2,048 photographs to SAM's 1,024 x 1,024. The key is (N, C, OH, OW) (each shape its own);
+# the input sizes come from here
+FLAGGEMS_BICUBIC_AA = ((8, 3, 720, 1280, 360, 640), (16, 3, 512, 512, 224, 224), (64, 3, 256, 256, 224, 224),
+                       (4, 3, 2048, 2048, 1024, 1024))
