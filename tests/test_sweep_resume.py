@@ -37,3 +37,16 @@ def test_shapes_parse_and_name():
     from abductune.errors import AbductuneError
     with pytest.raises(AbductuneError, match="M=16,N=4096"):
         parse_shapes("M16")
+
+
+def test_a_long_key_gets_a_file_name_a_file_system_takes_and_keeps_shapes_apart():
+    """A conv3d's key of 22 dims spells 280 characters, past the 255 a file name may have: the
+    name is cut and a hash of the whole appended, so two shapes that differ at the end differ."""
+    from abductune.datasets.bundled import MAX_SHAPE_NAME
+
+    dims = {f"dim_number_{i}": 4096 + i for i in range(22)}
+    other = {**dims, "dim_number_21": 1}
+    a, b = shape_name(dims), shape_name(other)
+    assert len(a) <= MAX_SHAPE_NAME and len(b) <= MAX_SHAPE_NAME and a != b
+    assert a.startswith("dim_number_04096_dim_number_14097")
+    assert shape_name({"M": 1, "N": 2}) == "M1_N2"

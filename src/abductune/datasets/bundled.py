@@ -9,9 +9,22 @@ from ..errors import AbductuneError
 DATA_DIR = Path(__file__).parent / "data"
 
 
+# longest shape name used whole: file systems cap a file name at 255 bytes, and the name gets a
+# dtype tag and ".jsonl.gz" appended (a conv3d's key of 22 dims spells 280 characters)
+MAX_SHAPE_NAME = 160
+
+
 def shape_name(dims: Mapping[str, int]) -> str:
-    """The file stem of a recorded shape, in the dims' own order: "M16_N4096_K4096"."""
-    return "_".join(f"{k}{v}" for k, v in dims.items())
+    """The file stem of a recorded shape, in the dims' own order: "M16_N4096_K4096". Past
+    `MAX_SHAPE_NAME` characters, its start and a hash of the whole (distinct shapes keep
+    distinct names; the dims themselves are in the dataset's header)."""
+    name = "_".join(f"{k}{v}" for k, v in dims.items())
+    if len(name) <= MAX_SHAPE_NAME:
+        return name
+    import hashlib
+
+    digest = hashlib.sha1(name.encode()).hexdigest()[:12]
+    return f"{name[:MAX_SHAPE_NAME - 14].rstrip('_')}_h{digest}"
 
 
 def bundled_datasets(gpu: str | None = None, kernel: str | None = None) -> list[Path]:
