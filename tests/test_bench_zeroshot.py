@@ -74,3 +74,19 @@ def test_the_checked_column_passes_over_a_config_its_dataset_records_as_spilling
     assert checked is not None and spills[tuple(sorted(checked.items()))] == 0
     assert row["state"]["checked"] == "ok" and row["checked"] >= 1.0
     assert "checked" in run.stdout.splitlines()[0]
+
+
+def test_spill_table_bins_every_record_that_ran(tmp_path):
+    """benchmarks/spill_table.py: every record that ran falls in exactly one bin, and each bin's
+    figures are times over the shape's optimum (>= 1)."""
+    from abductune.datasets.format import read_dataset
+
+    path = next(p for p in bundled_datasets(kernel="matmul_fp16") if p.name.startswith("M4096_N4096_K4096."))
+    out = tmp_path / "s.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "spill_table.py"), str(path), "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    bins = json.loads(out.read_text())["bins"]
+    ran = [m for m in read_dataset(path).records if m.status == "ok" and m.time_ms]
+    assert sum(b["records"] for b in bins) == len(ran)
+    assert all(1.0 <= b["min"] <= b["p10"] <= b["median"] for b in bins) and bins[0]["from"] == 0

@@ -225,11 +225,11 @@ def test_the_compile_check_relief_is_named_as_a_repair():
 
     def fake_compile(spec, cfg, problem, arch):  # the rule's own config spills, anything else is clean
         bad = cfg == first
-        return {"status": "ok", "error": None, "spills": 60 if bad else 0, "registers": 255}
+        return {"status": "ok", "error": None, "spills": 600 if bad else 0, "registers": 255}
     got = first_clean(spec, problem, preds, compile_fn=fake_compile)
     assert got.config != first
     moved = ", ".join(f"{k} {first[k]} -> {got.config[k]}" for k in first if first[k] != got.config[k])
-    assert got.repairs[-1] == f"compile check: {moved} (with the values before, it spills 60 bytes)"
+    assert got.repairs[-1] == f"compile check: {moved} (with the values before, it spills 600 bytes)"
 
 
 # ------------------------------------------------------------- item 23: explain reads like a story

@@ -26,19 +26,32 @@ def unavailable(hw: HardwareInfo | None) -> str:
     return ""
 
 
+# spill stores (bytes per thread, as ptxas reports them) from which a config counts as spilling:
+# 64 registers' worth, a quarter of a thread's 255. Below it ptxas spills a few values out of the
+# hot loop and such configs are often the fastest; from it on, none was. Chosen in session 31
+# after looking at every recorded config of the zoo and the bundled data
+# (`benchmarks/spill_table.py`): configs spilling 1-255 bytes include shape optima (1-4% of
+# them within 5% of the optimum), configs spilling 256 bytes or more are all at least 1.08x the
+# optimum (median 3x). In-sample there, so the figures that use it say so.
+HEAVY_SPILL_BYTES = 256
+
+
 def verdict(facts: dict[str, Any]) -> str:
-    """What is wrong with a compiled config ('' when nothing is): an error or spills."""
+    """What is wrong with a compiled config ('' when nothing is): an error, or spills of at
+    least `HEAVY_SPILL_BYTES`."""
     if facts["status"] != "ok":
         return str(facts["error"] or facts["status"])
-    return f"spills {facts['spills']} bytes" if facts["spills"] else ""
+    spilled = facts["spills"] or 0
+    return f"spills {spilled} bytes" if spilled >= HEAVY_SPILL_BYTES else ""
 
 
 def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
                 echo: Callable[[str], None] = lambda _s: None,
                 compile_fn: Callable[..., dict[str, Any]] | None = None) -> Any:
     """The first of `preds` (theory-store Predictions, best first) whose config compiles for
-    the problem's GPU without spilling and can launch there; a spilling config is retried
-    with fewer registers per thread (`relief`) before the next prediction. Where every config
+    the problem's GPU without spilling heavily (`HEAVY_SPILL_BYTES`) and can launch there; a
+    spilling config is retried with fewer registers per thread (`relief`) before the next
+    prediction. Where every config
     tried compiles but spills, the one with the fewest spill bytes is served (local memory
     traffic grows with them), its Prediction saying so. Returns the Prediction (its config
     replaced where it was relieved) or None when nothing tried compiles; `echo` hears each
@@ -65,8 +78,8 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
                      "served as its author chose it")
                 return p
             if not bad:
-                echo(f"checked: compiles for {problem.hardware.arch} with {facts['registers']} registers, "
-                     "no spills")
+                light = f", {facts['spills']} bytes of spills (light)" if facts.get("spills") else ", no spills"
+                echo(f"checked: compiles for {problem.hardware.arch} with {facts['registers']} registers{light}")
                 if cfg is first:
                     return p
                 moved = ", ".join(f"{k} {first[k]} -> {cfg[k]}" for k in cfg if first.get(k) != cfg[k])
@@ -77,7 +90,7 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
             if facts["status"] == "ok" and (least is None or facts["spills"] < least[0]):
                 least = (facts["spills"], p, cfg)
             echo(f"passed over {format_config(cfg)}: {bad}")
-            if facts["spills"] and cfg is first:  # relief configs differ from it and from each other
+            if bad and facts["status"] == "ok" and cfg is first:  # heavy spills; relief configs differ from it and from each other
                 todo += relief(space, cfg)
     if least is None:
         return None
