@@ -29,6 +29,18 @@ def _sampled(keep: int) -> tuple[Dataset, list[dict]]:
     return ds, want
 
 
+def _headed(tmp_path, monkeypatch, ds: Dataset, out_kernel: str) -> Dataset:
+    """`library_headers.main` run on `ds` as the one raw recording of its kernel; the dataset it wrote."""
+    from abductune.datasets.format import read_dataset, write_dataset
+
+    raw = tmp_path / "raw" / ds.problem.kernel
+    raw.mkdir(parents=True)
+    write_dataset(ds, raw / "shape.jsonl.gz")
+    monkeypatch.setattr(sys, "argv", ["library_headers.py", str(tmp_path / "raw"), str(tmp_path / "out")])
+    lh.main()
+    return read_dataset(next((tmp_path / "out" / out_kernel).glob("*.jsonl.gz")))
+
+
 def test_the_sample_configs_without_a_record_are_found_in_the_samples_order():
     ds, want = _sampled(keep=15)
     assert len(want) >= 20 and {"BLOCK_H": 16, "BLOCK_W": 16, "num_warps": 4} in want  # 20 drawn, the list's
@@ -38,18 +50,11 @@ def test_the_sample_configs_without_a_record_are_found_in_the_samples_order():
 
 
 def test_a_run_out_recording_gets_its_header_and_timeouts_for_the_rest(tmp_path, monkeypatch):
-    from abductune.datasets.format import read_dataset, write_dataset
-
     ds, want = _sampled(keep=15)
     dims = {"out_h": 14, "out_w": 14, "kernel_h": 2, "kernel_w": 2, "stride_h": 2, "stride_w": 2}
     ds = Dataset(Problem("max_pool2d_forward_kernel", "other", dims, {"input_ptr": "bf16"}), ds.space_dict,
                  ds.records, restricted_to_records=True, meta=ds.meta)
-    raw = tmp_path / "raw" / "max_pool2d_forward_kernel"
-    raw.mkdir(parents=True)
-    write_dataset(ds, raw / "shape.jsonl.gz")
-    monkeypatch.setattr(sys, "argv", ["library_headers.py", str(tmp_path / "raw"), str(tmp_path / "out")])
-    lh.main()
-    out = read_dataset(next((tmp_path / "out" / "flaggems_max_pool2d_bf16").glob("*.jsonl.gz")))
+    out = _headed(tmp_path, monkeypatch, ds, "flaggems_max_pool2d_bf16")
     assert out.problem.dims["batch"] == 16 and out.problem.dims["channels"] == 512 and out.problem.flops > 0
     late = [m for m in out.records if m.status == "timeout"]
     assert len(late) == len(want) - 15 == out.meta["unfinished_compiles"]
@@ -59,19 +64,12 @@ def test_a_run_out_recording_gets_its_header_and_timeouts_for_the_rest(tmp_path,
 def test_a_cross_entropy_recording_gets_its_rows_and_its_class_tile_restated(tmp_path, monkeypatch):
     """Session 31's FlagGems cross entropy: keyed by (C, D) alone, so the rows come from the call's
     shapes; BLOCK_C, read as a tile of a dim "C", is restated as the reduction tile of the cols."""
-    from abductune.datasets.format import read_dataset, write_dataset
-
     space = Space([Choice("BLOCK_C", [256, 512], role="tile:C"), Choice("BLOCK_D", [1, 4], role="tile:D"),
                    Choice("num_warps", [4, 8], role="warps")], name="celoss")
     records = [Measurement(c, "ok", time_ms=1.0 + i) for i, c in enumerate(space.valid_configs())]
     ds = Dataset(Problem("celoss_indices_kernel", "other", {"C": 150, "D": 512 * 512}, {"inp_ptr": "bf16"}),
                  space.to_dict(), records, meta={"fixed_configs": [records[0].config]})
-    raw = tmp_path / "raw" / "celoss_indices_kernel"
-    raw.mkdir(parents=True)
-    write_dataset(ds, raw / "shape.jsonl.gz")
-    monkeypatch.setattr(sys, "argv", ["library_headers.py", str(tmp_path / "raw"), str(tmp_path / "out")])
-    lh.main()
-    out = read_dataset(next((tmp_path / "out" / "flaggems_cross_entropy_bf16").glob("*.jsonl.gz")))
+    out = _headed(tmp_path, monkeypatch, ds, "flaggems_cross_entropy_bf16")
     assert out.problem.kernel_class == "row_reduction" and out.problem.dims == {"rows": 4, "cols": 150, "D": 262144}
     assert out.problem.flops > 0 and out.problem.min_bytes >= 2.0 * 4 * 150 * 262144
     assert {p["name"]: p["role"] for p in out.space_dict["params"]}["BLOCK_C"] == "tile:R"
