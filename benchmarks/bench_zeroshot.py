@@ -24,8 +24,8 @@ the scored shape); its recorded time over the shape's optimum is the score:
   nvidia_tile: the ranker's first config with the output tile of NVIDIA's top-1
   (`ranker_shipped.rank(..., nvidia=True)`): the model chooses the tile, the ranker the rest.
 - checked: the theory column after the compile check `predict --kernel` runs where the kernel
-  is at hand (`theory.check.first_clean` over `zero_shot`'s answers: a config that spills or
-  fails to compile is relieved, else the next answer taken). The compiler here is the dataset's
+  is at hand (`theory.check.first_clean` over `zero_shot`'s answers: a config that spills
+  heavily is relieved, one that fails to compile passed over for the next answer). The compiler here is the dataset's
   own record of the config (its registers, spills and compile status, which a compile-only run of
   the same toolchain reproduces); a config the dataset did not record passes, as nothing is known
   against it, and a config that failed only at run time (a wrong result) passes too, as a
@@ -218,7 +218,8 @@ def main() -> None:
                      "nvidia_reranked": ratio(rer), "nvidia_reranked_config": rer,
                      "nvidia_tile": ratio(tiled), "nvidia_tile_config": tiled,
                      "kernel_class": pb.kernel_class,
-                     "state": {"theory": state(p.config if p else None), "checked": state(chk_cfg), "nearest_shape": state(near_cfg),
+                     "state": {"theory": state(p.config if p else None), "checked": state(chk_cfg),
+                               "nearest_shape": state(near_cfg),
                                "observed": state(observed), "heuristics": state(heur),
                                "fixed_first": state(fixed), "default": state(default),
                                "nvidia": state(nv8[0] if nv8 else None), "nvidia_top8": nv8_state,

@@ -51,9 +51,8 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
     """The first of `preds` (theory-store Predictions, best first) whose config compiles for
     the problem's GPU without spilling heavily (`HEAVY_SPILL_BYTES`) and can launch there; a
     spilling config is retried with fewer registers per thread (`relief`) before the next
-    prediction. Where every config
-    tried compiles but spills, the one with the fewest spill bytes is served (local memory
-    traffic grows with them), its Prediction saying so. Returns the Prediction (its config
+    prediction. Where every config tried compiles but spills heavily, the one with the fewest
+    spill bytes is served (local memory traffic grows with them), its Prediction saying so. Returns the Prediction (its config
     replaced where it was relieved) or None when nothing tried compiles; `echo` hears each
     config passed over and why. The kernel's own config (source "default", served where nothing
     learned was trusted) is not relieved of spills: only a compile failure passes it over."""
@@ -90,7 +89,8 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
             if facts["status"] == "ok" and (least is None or facts["spills"] < least[0]):
                 least = (facts["spills"], p, cfg)
             echo(f"passed over {format_config(cfg)}: {bad}")
-            if bad and facts["status"] == "ok" and cfg is first:  # heavy spills; relief configs differ from it and from each other
+            if bad and facts["status"] == "ok" and cfg is first:  # heavy spills: relief configs differ from it
+                # and from each other
                 todo += relief(space, cfg)
     if least is None:
         return None
