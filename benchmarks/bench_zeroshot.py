@@ -83,9 +83,11 @@ COMPILE_VISIBLE = ("compile_error", "resource_error", "timeout")
 
 def recorded_compiler(ds):
     """A `compile_fn` for `theory.check.first_clean` that answers from `ds`'s records."""
+    from abductune.measurement import Status
+
     facts = {}
     for m in ds.records:
-        st = m.status.value if hasattr(m.status, "value") else str(m.status)
+        st = Status(m.status).value
         facts[tuple(sorted(m.config.items()))] = {
             "status": st if st in COMPILE_VISIBLE else "ok", "registers": m.registers,
             "spills": m.spills or 0, "error": m.error or st}
@@ -158,7 +160,7 @@ def main() -> None:
     from abductune.heuristics.nvidia_estimate import reranked
     from abductune.problem import Holdout
     from abductune.theory.check import first_clean
-    from abductune.theory.store import packaged_book, predict
+    from abductune.theory.store import packaged_book
     from abductune.theory.store.predict import zero_shot
 
     book = packaged_book()
@@ -188,10 +190,10 @@ def main() -> None:
         held = Holdout(pb, args.holdout)
         fixed = (ds.meta.get("fixed_configs") or [None])[0]
         # the kernel's own config, served where the learned sources would extrapolate on its space
-        p = predict(pb, space, book=book, exclude=held, default=ds.meta.get("default_config") or fixed,
-                    listed=ds.meta.get("fixed_configs") or ())
+        # what `predict` serves is the first answer; the compile check takes the first that passes
         answers = zero_shot(pb, space, book=book, exclude=held, default=ds.meta.get("default_config") or fixed,
                             listed=ds.meta.get("fixed_configs") or ())
+        p = answers[0] if answers else None
         chk = first_clean(type("Spec", (), {"space": staticmethod(lambda: space)}), pb, answers,
                           compile_fn=recorded_compiler(ds))
         chk_cfg = chk.config if chk is not None else None

@@ -52,9 +52,9 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
     the problem's GPU without spilling heavily (`HEAVY_SPILL_BYTES`) and can launch there; a
     spilling config is retried with fewer registers per thread (`relief`) before the next
     prediction. Where every config tried compiles but spills heavily, the one with the fewest
-    spill bytes is served (local memory traffic grows with them), its Prediction saying so. Returns the Prediction (its config
-    replaced where it was relieved) or None when nothing tried compiles; `echo` hears each
-    config passed over and why. The kernel's own config (source "default", served where nothing
+    spill bytes is served (local memory traffic grows with them), its Prediction saying so.
+    Returns the Prediction (its config replaced where it was relieved) or None when nothing
+    tried compiles; `echo` hears each config passed over and why. The kernel's own config (source "default", served where nothing
     learned was trusted) is not relieved of spills: only a compile failure passes it over."""
     from ..format import format_config
     from ..measure.static import compile_one
@@ -70,7 +70,8 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
             cfg = todo.pop(0)
             facts = compile_fn(spec, cfg, problem.to_dict(), problem.hardware.arch)
             bad = verdict(facts)
-            if bad and facts["status"] == "ok" and getattr(p, "source", "") == "default":
+            spilled = bool(bad) and facts["status"] == "ok"  # it compiled, and spills heavily
+            if spilled and getattr(p, "source", "") == "default":
                 # the kernel's own config, served because nothing learned was trusted: its author
                 # chose it, spills and all; only a config that cannot compile is passed over
                 echo(f"checked: the kernel's own config compiles for {problem.hardware.arch}; it {bad}, "
@@ -86,11 +87,10 @@ def first_clean(spec: Any, problem: Any, preds: Sequence[Any],
                     *p.repairs, f"compile check: {moved} (with the values before, it {first_bad})"))
             if cfg is first:
                 first_bad = bad
-            if facts["status"] == "ok" and (least is None or facts["spills"] < least[0]):
+            if spilled and (least is None or facts["spills"] < least[0]):
                 least = (facts["spills"], p, cfg)
             echo(f"passed over {format_config(cfg)}: {bad}")
-            if bad and facts["status"] == "ok" and cfg is first:  # heavy spills: relief configs differ from it
-                # and from each other
+            if spilled and cfg is first:  # relief configs differ from it and from each other
                 todo += relief(space, cfg)
     if least is None:
         return None
