@@ -113,13 +113,14 @@ def test_no_other_kernel_of_the_class_left_means_nothing_is_trusted(tmp_path):
 
 
 def test_predict_says_why_it_serves_the_default_and_why_a_source():
-    gelu = read_dataset(bundled_datasets(kernel="gelu_mul_fp16")[0])
-    sp = gelu.space()
-    got = predict(gelu.problem, sp, exclude=Holdout(gelu.problem, "kernel"),
-                  default=gelu.meta.get("default_config"))
+    # a class whose learned sources lose to the defaults by far on the others (fla's chunked
+    # recurrences, class "other": about 2x against 1.3x), so a refit with more kernels keeps it
+    fla = read_dataset(zoo_datasets("fla_chunk_h_bf16")[0])
+    got = predict(fla.problem, fla.space(), exclude=Holdout(fla.problem, "kernel"),
+                  default=fla.meta.get("default_config"))
     assert isinstance(got, UntrustedPrediction) and got.source == "default" and got.confidence == 0.0
-    assert got.config == gelu.meta.get("default_config")
-    assert "no learned source is trusted" in got.describe() and "elementwise kernels" in got.describe()
+    assert got.config == fla.meta.get("default_config")
+    assert "no learned source is trusted" in got.describe() and "other other kernels" in got.describe()
     mm = read_dataset(next(p for p in zoo_datasets("zoo_mm_tutorial_bf16") if "M32_" in p.name))
     q = predict(mm.problem, mm.space(), exclude=Holdout(mm.problem, "kernel"))
     assert q.source == "ranker" and "beat the kernels' own defaults" in q.describe()
