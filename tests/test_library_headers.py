@@ -92,3 +92,61 @@ def test_conv3d_and_antialiased_bicubic_headers_take_the_call_from_their_shapes(
     assert name == "flaggems_upsample_bicubic2d_aa_bf16" and p.kernel_class == "other"
     assert (p.dims["in_h"], p.dims["taps_h"], p.dims["taps_w"]) == (512, 11, 11)  # scale 512 / 224: support 4.57
     assert lh._aa_taps(720, 360) == 9 and lh._aa_taps(256, 224) == 5
+
+
+FP8_DTYPES = {"c_ptr": "bf16", "a_ptr": "float8_e4m3fn", "b_ptr": "float8_e4m3fn", "a_scale_ptr": "fp32",
+              "b_scale_ptr": "fp32"}  # the per-token kernel's pointers in its signature's order, as recorded
+
+
+def test_scaled_mm_headers_take_m_from_the_shapes_and_stay_fp8_matmuls():
+    """Session 32's FlagGems fp8 scaled matmuls, keyed by (_M_NPO2, N, K): M from the call's shapes
+    (each a power of two, so every shape has its own key), filed as the fp8 x fp8 matmul
+    abductune's classifier reads them as live, the operands' fp8 first (the compute peak)."""
+    from abductune.classify import classify
+
+    for shapes, table in ((lh.FLAGGEMS_SCALED_MM_FP8, lh.SCALED_MM),
+                          (lh.FLAGGEMS_SCALED_MM_BLOCKWISE_FP8, lh.SCALED_MM_BLOCKWISE)):
+        assert len(table) == len(shapes) and all(key[0] == m for key, m in table.items())
+    assert all(n % 128 == 0 and k % 128 == 0 for _, n, k in lh.FLAGGEMS_SCALED_MM_BLOCKWISE_FP8)
+    name, p = lh._fg_scaled_mm(Problem("_pertensor_or_pertoken_smm_kernel", "matmul",
+                                       {"_M_NPO2": 16, "N": 28672, "K": 8192}, dict(FP8_DTYPES)), False)
+    assert name == "flaggems_scaled_mm_fp8" and p.dims == {"M": 16, "N": 28672, "K": 8192}
+    assert p.flops == 2.0 * 16 * 28672 * 8192 and p.min_bytes == 16 * 8192 + 8192 * 28672 + 4.0 * (16 + 28672) \
+        + 2.0 * 16 * 28672
+    assert list(p.dtypes)[:2] == ["a_ptr", "b_ptr"] and p.dtypes == FP8_DTYPES
+    cls = classify(p)
+    assert (cls.kernel_class, cls.dtype_family) == ("matmul", "fp8")
+    name, p = lh._fg_scaled_mm(Problem("_block_wise_smm_kernel", "matmul", {"_M_NPO2": 2048, "N": 8192, "K": 28672},
+                                       dict(FP8_DTYPES)), True)
+    assert name == "flaggems_scaled_mm_blockwise_fp8" and p.dims == {"M": 2048, "N": 8192, "K": 28672}
+    assert p.min_bytes == 2048 * 28672 + 28672 * 8192 + 4.0 * (2048 * 224 + 224 * 64) + 2.0 * 2048 * 8192
+    assert lh.CALLS["_block_wise_smm_kernel"](p.dims)["scale_block"] == [128, 128]
+    assert lh.CALLS["_pertensor_or_pertoken_smm_kernel"](p.dims)["bias"] is None
+
+
+def test_a_block_wise_scaled_mm_recording_restates_its_wrong_tile_k_and_its_grouping(tmp_path, monkeypatch):
+    """The block-wise kernel scales each K tile by the scales of its first 128-block: the grown
+    space's TILE_K of 256 ran fast and wrong, so its records are restated as wrong results (the
+    time kept aside), what was pruned stays pruned; TILE_K of 64 is right. abductune reads
+    TILE_M / TILE_N / TILE_K as tiles and the warps and stages; SWIZZLE_GROUP_M it does not
+    read, so the header restates it as the grouping."""
+    space = Space([Choice("TILE_M", [16, 32, 64]), Choice("TILE_N", [32, 64]), Choice("TILE_K", [64, 128, 256]),
+                   Choice("SWIZZLE_GROUP_M", [8]), Choice("num_warps", [2, 4]), Choice("num_stages", [3, 4])],
+                  name="blockwise")
+    assert space.roles() == {"tile:M": "TILE_M", "tile:N": "TILE_N", "tile:K": "TILE_K", "warps": "num_warps",
+                             "stages": "num_stages"}
+    records = [Measurement(c, "pruned", error="too big") if c["TILE_M"] == 64 and c["TILE_K"] == 256
+               else Measurement(c, "ok", time_ms=1.0 + i) for i, c in enumerate(space.valid_configs())]
+    listed = [c for c in space.valid_configs() if c["TILE_K"] == 128][:2]
+    ds = Dataset(Problem("_block_wise_smm_kernel", "matmul", {"_M_NPO2": 16, "N": 4096, "K": 4096},
+                         dict(FP8_DTYPES)), space.to_dict(), records, meta={"fixed_configs": listed})
+    out = _headed(tmp_path, monkeypatch, ds, "flaggems_scaled_mm_blockwise_fp8")
+    assert out.problem.kernel_class == "matmul" and out.problem.dims == {"M": 16, "N": 4096, "K": 4096}
+    by = {(m.config["TILE_M"], m.config["TILE_K"]): m.status for m in out.records}
+    assert by[(16, 256)] == by[(32, 256)] == "wrong_result" and by[(64, 256)] == "pruned"
+    assert by[(16, 64)] == by[(64, 128)] == "ok" and len(out.records) == len(records)
+    wrong = [m for m in out.records if m.status == "wrong_result"]
+    assert len(wrong) == out.meta["wrong_results_restated"] == 16
+    assert all(m.time_ms is None and m.extra["measured_ms"] >= 1.0 and m.error == lh.WRONG_TILE_K for m in wrong)
+    assert {p["name"]: p["role"] for p in out.space_dict["params"]}["SWIZZLE_GROUP_M"] == "group"
+    assert out.meta["origin"].startswith("FlagGems 5.0.2 (Apache-2.0)") and "cutlass_scaled_mm" in out.meta["origin"]

@@ -127,3 +127,19 @@ FLAGGEMS_CONV3D = ((4, 64, 8, 56, 56, 64, (3, 3, 3), (1, 1, 1), (1, 1, 1)),
 # the input sizes come from here
 FLAGGEMS_BICUBIC_AA = ((8, 3, 720, 1280, 360, 640), (16, 3, 512, 512, 224, 224), (64, 3, 256, 256, 224, 224),
                        (4, 3, 2048, 2048, 1024, 1024))
+# FlagGems' fp8 scaled matmul with per-token activation and per-channel weight scales
+# (`_pertensor_or_pertoken_smm_kernel` through flag_gems.cutlass_scaled_mm, vLLM's signature: out, a,
+# b, a_scale, b_scale, bias; no bias), fp8 e4m3 in, fp32 scales, bf16 out: (M, N, K), a M x K
+# row-major, b K x N column-major (an N x K weight, transposed). vLLM's fp8 W8A8 serving of Llama-3:
+# 8B's decode through q/o (4,096 x 4,096), its prefill through gate/up (14,336 x 4,096) and down
+# (4,096 x 14,336), and 70B's decode through gate or up (28,672 x 8,192). The key is (_M_NPO2, N, K):
+# every M is a power of two, so the key's M is the call's, and each shape has its own key
+FLAGGEMS_SCALED_MM_FP8 = ((16, 4096, 4096), (2048, 14336, 4096), (4096, 4096, 14336), (16, 28672, 8192))
+# FlagGems' fp8 scaled matmul with 128-wide block scales (`_block_wise_smm_kernel` through
+# flag_gems.cutlass_scaled_mm: a_scale M x K/128, one per token and 128 of K, b_scale K/128 x N/128,
+# one per 128 x 128 weight block, as DeepSeek-V3's and Qwen3's FP8 checkpoints are quantised; no
+# bias), fp8 e4m3 in, fp32 scales, bf16 out: (M, N, K), N and K multiples of 128. Llama-3-8B's decode
+# through q/o and its prefill through gate/up, Llama-3-70B's prefill through down (8,192 x 28,672),
+# and DeepSeek-V3's dense-layer decode through gate/up (18,432 x 7,168). The key is (_M_NPO2, N, K),
+# every M a power of two, each shape its own
+FLAGGEMS_SCALED_MM_BLOCKWISE_FP8 = ((16, 4096, 4096), (2048, 14336, 4096), (2048, 8192, 28672), (16, 18432, 7168))
