@@ -120,6 +120,41 @@ def test_reference_gate_rejects_configs_with_wrong_outputs(tmp_path: Path):
     assert status == {16: "wrong_result", 32: "wrong_result", 64: "ok"}
 
 
+@interpreted
+def test_configs_beyond_the_list_must_give_what_the_lists_own_config_gives(tmp_path: Path, caplog):
+    """`budget=` grows the list [BLOCK_SIZE 64] one step each way; at 40 columns BLOCK_SIZE 32
+    normalises part of each row, and the timer makes it the fastest. With no `reference=`, the
+    list's own config vouches: 32 is `wrong_result` and never wins. `reference=lambda a: {}`
+    (check nothing) turns the check off, and then the wrong config wins: what the check prevents."""
+    one = [triton.Config({"BLOCK_SIZE": 64}, num_warps=4)]
+    fast_small = lambda c: c["BLOCK_SIZE"] / 64 + c.get("num_warps", 4) / 100  # noqa: E731
+    x = torch.randn(4, 40)
+    k = abductune.autotune(configs=one, key=["n_cols"], budget=20, store=tmp_path / "a.sqlite",
+                           timer=Timer(fast_small))(sm.softmax_kernel)
+    torch.testing.assert_close(sm.softmax(k, x), torch.softmax(x, -1), atol=1e-5, rtol=1e-5)
+    with Store(tmp_path / "a.sqlite") as s:
+        ms = s.measurements(s.runs()[0].context)
+    small = [m for m in ms if m.config["BLOCK_SIZE"] == 32]
+    assert small and all(m.status.value == "wrong_result" for m in small)
+    assert "differ from the kernel's own config" in small[0].error and "relative error" in small[0].error
+    assert any(m.config["BLOCK_SIZE"] == 128 and m.status.value == "ok" for m in ms)  # right, and checked
+    assert k.best_config.kwargs["BLOCK_SIZE"] == 64
+    blind = abductune.autotune(configs=one, key=["n_cols"], budget=20, store=tmp_path / "b.sqlite",
+                               timer=Timer(fast_small), reference=lambda a: {})(sm.softmax_kernel)
+    assert not torch.allclose(sm.softmax(blind, x), torch.softmax(x, -1), atol=1e-3)
+    assert blind.best_config.kwargs["BLOCK_SIZE"] == 32
+    # in place (out is x): each run of the list's config changes the tensor it checks, so that
+    # tensor is not checked, and the log says so; nothing is called wrong for it
+    inplace = abductune.autotune(configs=one, key=["n_cols"], budget=20, store=tmp_path / "c.sqlite",
+                                 timer=Timer(fast_small))(sm.softmax_kernel)
+    y = torch.randn(4, 40)
+    with caplog.at_level("INFO", logger="abductune"):
+        sm.softmax(inplace, y, out=y)
+    assert any("differ between two runs of the kernel's own config" in m and "in_ptr" in m for m in caplog.messages)
+    with Store(tmp_path / "c.sqlite") as s:
+        assert not [m for m in s.measurements(s.runs()[0].context) if m.status.value == "wrong_result"]
+
+
 def _ln_expected(x, y0, w, b, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     var = ((x - mean) ** 2).mean(-1, keepdim=True)

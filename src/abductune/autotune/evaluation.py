@@ -103,11 +103,102 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
                     return why
             return None
         check = compare
+    vouch = None
+    if check is None and tuner._list:
+        # no reference of the user's: a config beyond the list must give what the kernel's own
+        # first config gives (`ListCheck`); the list itself is the author's, measured as Triton would
+        vouch = ListCheck(tuner._list[0], launch, lambda: {**nargs, **kwargs}, tuner.reference_tol,
+                          problem.kernel)
+        beyond = lambda cfg: "impl" not in cfg and not any(cfg == d for d in tuner._list)  # noqa: E731
+        check = lambda cfg: vouch(cfg) if beyond(cfg) else None  # noqa: E731
+        vouch.beyond = beyond
     timer, retimer, probe, probed = timers(tuner)
     if getattr(tuner, "record", None) is not None:
         probe = None  # a recording times every config in full: a dataset's slow configs are data too
     return CallEvaluator(problem, space, launch, timer, check=check, prune=prune, warm=warm,
-                         remeasure_timer=retimer, probe_timer=probe, probed_timer=probed, verbose=printing())
+                         remeasure_timer=retimer, probe_timer=probe, probed_timer=probed, verbose=printing(),
+                         vouch=vouch)
+
+
+# a copy of the call's tensors twice (two runs of the vouching config) may take at most this share
+# of the GPU's free memory; past it the check is off for the key, and says so. A bound, not fitted
+VOUCH_MEMORY_SHARE = 0.25
+
+
+class ListCheck:
+    """Checks a config beyond the kernel's own list against the list's first config, with no
+    reference from the user: growing a space past an author's list (`budget=`, `beyond=`) can
+    reach configs the kernel computes wrongly with (FlagGems' block-scaled fp8 matmul applies one
+    scale per 128 of K, so its TILE_K 256, a step past its list, gives outputs 25% off), and a
+    fast wrong config must never win. Before the first config beyond the list runs, the list's
+    first config runs twice on the call's arguments (hooks around each, as any trial), and every
+    tensor argument is copied after each run; a tensor the two runs leave different (a kernel that
+    accumulates into it with no `reset_to_zero`/`restore_value`, or nondeterminism past the
+    tolerance) is not checked. A config beyond the list then has, after its first launch, every
+    other tensor as that config left it, within the relative error of `reference_tol` (default:
+    by dtype, as `reference=`), or it is `wrong_result`. Where the copy does not fit in
+    `VOUCH_MEMORY_SHARE` of the free GPU memory, or the list's config fails, the check is off for
+    the key and the log says why. `reference=` replaces it (`reference=lambda args: {}` checks
+    nothing, for a kernel whose scratch buffers differ by config). Costs two launches and the copies,
+    once per key that measures beyond its list."""
+
+    def __init__(self, first: Config, launch: Callable[[Config], Launch], tensors: Callable[[], Mapping[str, Any]],
+                 tol: float | None, kernel: str = "") -> None:
+        self.first, self.launch, self.tensors, self.tol, self.kernel = dict(first), launch, tensors, tol, kernel
+        self.expected: dict[str, Any] | None = None
+        self.off: str | None = None  # why nothing is checked
+        self.unstable: tuple[str, ...] = ()
+        self.beyond: Callable[[Config], bool] = lambda cfg: True
+
+    def _copy(self) -> dict[str, Any]:
+        import torch
+
+        return {n: v.detach().clone() for n, v in self.tensors().items() if isinstance(v, torch.Tensor)}
+
+    def _fits(self) -> str | None:
+        import torch
+
+        ts = [v for v in self.tensors().values() if isinstance(v, torch.Tensor)]
+        need = 2 * sum(t.numel() * t.element_size() for t in ts)
+        if ts and any(t.is_cuda for t in ts) and torch.cuda.is_available():
+            free = torch.cuda.mem_get_info()[0]
+            if need > VOUCH_MEMORY_SHARE * free:
+                return (f"two copies of the call's tensors ({need / 2**30:.1f} GiB) would take more than "
+                        f"{VOUCH_MEMORY_SHARE:.0%} of the GPU's free memory")
+        return None
+
+    def prepare(self) -> None:
+        """The list's config's outputs, once (before the first config beyond the list runs)."""
+        if self.expected is not None or self.off is not None:
+            return
+        self.off = self._fits()
+        if self.off is None:
+            runs: list[dict[str, Any]] = []
+            try:
+                for _ in range(2):
+                    self.launch(self.first).checked(lambda: runs.append(self._copy()))
+            except Exception as e:  # noqa: BLE001 - the list's own config failing is the user's to see
+                self.off = f"the kernel's own config {self.first} failed ({type(e).__name__}: {e})"[:500]
+            else:
+                self.expected = {n: t for n, t in runs[0].items() if _differs(n, runs[1][n], t, self.tol) is None}
+                self.unstable = tuple(sorted(set(runs[0]) - set(self.expected)))
+                if self.unstable:
+                    log.info("abductune: %s: %s differ between two runs of the kernel's own config %s: configs "
+                             "beyond the list are not checked on them", self.kernel, ", ".join(self.unstable),
+                             self.first)
+        if self.off is not None:
+            log.warning("abductune: %s: configs beyond the list are not checked against the kernel's own config: "
+                        "%s (pass reference= to check them)", self.kernel, self.off)
+
+    def __call__(self, cfg: Config) -> str | None:
+        if self.expected is None:
+            return None
+        now = self.tensors()
+        for n, exp in self.expected.items():
+            why = _differs(n, now[n], exp, self.tol)
+            if why:
+                return f"beyond the list, its outputs differ from the kernel's own config {self.first}: {why}"
+        return None
 
 
 # a config whose short probe is this many times the fastest full timing so far is not timed in
@@ -133,12 +224,18 @@ class CallEvaluator(InProcessEvaluator):
     ms so clocks and caches are as they will be while it times)."""
 
     def __init__(self, *a: Any, probe_timer: Callable | None = None, probed_timer: Callable | None = None,
-                 **kw: Any):
+                 vouch: ListCheck | None = None, **kw: Any):
         super().__init__(*a, **kw)
+        self.vouch = vouch  # checks configs beyond the list against the list's first (`ListCheck`)
         self.probe_timer = probe_timer
         self.probed_timer = probed_timer or self.timer
         self.best_ms = float("inf")  # the fastest full first-time timing so far
         self.raced = 0  # configs timed by the probe alone
+
+    def _one(self, cfg: Config) -> Measurement:
+        if self.vouch is not None and self.vouch.beyond(cfg) and (self.prune is None or not self.prune(cfg)):
+            self.vouch.prepare()  # the list's outputs, before the first config beyond it writes its own
+        return super()._one(cfg)
 
     def _time(self, cfg: Config, launch: Any) -> tuple[float, tuple[float, ...], dict[str, Any]]:
         if self.probe_timer is not None and self.best_ms < float("inf"):
@@ -231,6 +328,23 @@ def timers(tuner: Any) -> tuple[Callable, Callable, Callable | None, Callable | 
 
 
 _TOL = {"fp16": 1e-2, "bf16": 2e-2, "fp32": 1e-4, "fp64": 1e-8}
+
+
+def _differs(name: str, out: Any, expected: Any, tol: float | None) -> str | None:
+    """`_compare` where non-finite values must match in place (a buffer's unwritten tail may
+    hold NaN from before the call, the same for every config) and only finite ones are compared."""
+    import torch
+
+    if tuple(out.shape) != tuple(expected.shape):
+        return f"{name}: shape {tuple(out.shape)}, expected {tuple(expected.shape)}"
+    if out.numel() == 0:
+        return None
+    fin = torch.isfinite(expected)
+    if not torch.equal(torch.isfinite(out), fin):
+        return f"{name}: non-finite values where the kernel's own config gives finite ones, or the reverse"
+    if bool(fin.all()):
+        return _compare(name, out, expected, tol)
+    return _compare(name, out[fin], expected[fin], tol)
 
 
 def _compare(name: str, out: Any, expected: Any, tol: float | None) -> str | None:
