@@ -595,6 +595,33 @@ def test_claims_go_to_one_run_and_never_to_a_measured_config(store: Store, ctx: 
     assert store.claim(ctx, [a], run_id=2) == [True]
 
 
+def test_nearest_bests_take_a_sibling_gpus_winners_same_shape_first(store: Store, space: Space):
+    """A kernel tuned on an H100 SXM seeds its search on an H200 (same architecture and SM count:
+    `hardware.siblings`), the same shape's winner first; never across SM counts or families."""
+    from abductune.hardware import siblings
+
+    assert "H100-SXM" in siblings("H200") and "H200" in siblings("H100-SXM") and "H200" not in siblings("H200")
+    assert "H100-PCIe" not in siblings("H100-SXM") and "H200" not in siblings("A100-SXM") and siblings("nope") == ()
+    tc = {"triton": "3.4.0", "cuda": "12.8"}
+    cfgs = space.valid_configs()
+    on = {name: {m: Context.of(make_problem(M=m, hw=KNOWN_GPUS[name]), space, toolchain=tc) for m in (64, 256)}
+          for name in ("H100-SXM", "H200", "H100-PCIe", "A100-SXM")}
+    store.put(on["H100-SXM"][64], Measurement(dict(cfgs[1]), time_ms=1.0))  # the same shape, on the sibling
+    store.put(on["H200"][256], Measurement(dict(cfgs[2]), time_ms=1.0))  # another shape, on this GPU
+    store.put(on["H100-PCIe"][64], Measurement(dict(cfgs[3]), time_ms=1.0))  # 114 SMs: not a sibling
+    store.put(on["A100-SXM"][64], Measurement(dict(cfgs[4]), time_ms=1.0))
+    got = store.nearest_bests(on["H200"][64], 3)
+    assert [(b.context.hardware, b.context.dims["M"]) for b in got] == [("H100-SXM", 64), ("H200", 256)]
+    assert got[0].measurement.config == dict(cfgs[1])
+    # at the same distance this GPU's winner comes first
+    store.put(on["H100-SXM"][256], Measurement(dict(cfgs[5]), time_ms=1.0))
+    got = store.nearest_bests(on["H200"][64], 3)
+    assert [(b.context.hardware, b.context.dims["M"]) for b in got] == [("H100-SXM", 64), ("H200", 256),
+                                                                       ("H100-SXM", 256)]
+    assert store.nearest_bests(on["A100-SXM"][256], 3)[0].context.hardware == "A100-SXM"
+    assert all(b.context.hardware == "A100-SXM" for b in store.nearest_bests(on["A100-SXM"][256], 3))
+
+
 def test_nearest_bests_are_this_kernels_winners_on_its_nearest_other_shapes(store: Store, space: Space):
     """What a search of a new shape tries first (`session.NEAREST_SEEDS`): the winners of
     the same kernel (source, space, GPU, toolchain, dtypes) on other shapes, nearest first, in any

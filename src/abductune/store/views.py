@@ -3,6 +3,7 @@ of every context (winners, nearest shapes first), the run journal, theory rows a
 table counts. Nothing here writes."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -186,11 +187,20 @@ class Views:
         Helion's spaces follow the shape, and a caller keeps only what its space holds)
         nearest `ctx` in log2 of the dims, `ctx` itself and contexts `leave_out` names left
         out: what a search of a new shape of a kernel tuned before tries first
-        (`session.NEAREST_SEEDS`)."""
+        (`session.NEAREST_SEEDS`). Winners on the GPU's siblings (`hardware.siblings`: the same
+        architecture and SM count, an H200 for an H100 SXM) count too, nearest first, a tie going
+        to this GPU's: the same shape tuned on a sibling is a better first guess than a
+        neighbouring shape tuned here (session 32: 1.022x the optimum against about 1.14x)."""
         if n <= 0:
             return []
+        from ..hardware import siblings
+
         rows = self.best_configs(like=ctx, any_bucket=True, any_space=True)
-        return nearest([b for b in rows if leave_out is None or not leave_out(b.context)], ctx, n)
+        for hw in siblings(ctx.hardware):
+            rows += self.best_configs(like=dataclasses.replace(ctx, hardware=hw), any_bucket=True, any_space=True)
+        rows = [b for b in rows if leave_out is None or not leave_out(b.context)]
+        rows.sort(key=lambda b: b.context.hardware != ctx.hardware)  # stable: this GPU's first on a tie
+        return nearest(rows, ctx, n)
 
     def best_nearby(self, ctx: Context) -> BestConfig | None:
         """The best config of `ctx` itself if measured, else of the nearest shape in its group."""
