@@ -620,6 +620,14 @@ def test_nearest_bests_take_a_sibling_gpus_winners_same_shape_first(store: Store
                                                                        ("H100-SXM", 256)]
     assert store.nearest_bests(on["A100-SXM"][256], 3)[0].context.hardware == "A100-SXM"
     assert all(b.context.hardware == "A100-SXM" for b in store.nearest_bests(on["A100-SXM"][256], 3))
+    # what a missed key serves while it is tuned (`on_miss="predict"`): this shape on this GPU, else
+    # this shape on a sibling, else the nearest shape here
+    assert store.best_nearby(on["H200"][64]).context == on["H100-SXM"][64]
+    store.put(on["H200"][64], Measurement(dict(cfgs[6]), time_ms=1.0))
+    assert store.best_nearby(on["H200"][64]).context == on["H200"][64]
+    assert store.best_nearby(on["A100-SXM"][64]).context == on["A100-SXM"][64]
+    got = store.best_nearby(on["H100-PCIe"][256])  # 114 SMs: the SXM's and H200's 256 are not its
+    assert got is None or got.context.hardware == "H100-PCIe"
 
 
 def test_nearest_bests_are_this_kernels_winners_on_its_nearest_other_shapes(store: Store, space: Space):

@@ -453,14 +453,15 @@ class Autotuner(TritonAutotuner):
 
     def _predict(self, store: Store, ctx: Context, seeds: Sequence[Config], problem: Problem | None = None) -> Choice:
         """What a missed key launches while it is tuned: the store's best config for the
-        nearest shape of this kernel (same space, device, toolchain, dtypes, bucket group),
+        nearest shape of this kernel (same space, device, toolchain, dtypes, bucket group; this
+        shape on a sibling GPU first, `Store.best_nearby`),
         else the theory store's zero-shot prediction for the kernel's class and regime, else
         the observed database's config (harvested bests, imported vLLM tables), else the
         first config of the list the resource model lets launch (`runnable_default`)."""
         near = store.best_nearby(ctx)
         if near is not None and self.space.is_valid(near.config):
-            log.info("%s: serving %s from the nearest stored shape %s while tuning", self.name, near.config,
-                     near.context.dims)
+            log.info("%s: serving %s from the nearest stored shape %s (tuned on %s) while tuning", self.name,
+                     near.config, near.context.dims, near.context.hardware or "an unknown GPU")
             return self._choice(near.config, "predicted")
         pred = theory_prediction(problem, self.space) if problem is not None else None
         if pred is not None:

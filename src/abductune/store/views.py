@@ -203,10 +203,20 @@ class Views:
         return nearest(rows, ctx, n)
 
     def best_nearby(self, ctx: Context) -> BestConfig | None:
-        """The best config of `ctx` itself if measured, else of the nearest shape in its group."""
+        """The best config of `ctx` itself if measured, else of the same shape on a sibling GPU
+        (`hardware.siblings`; the reason is `nearest_bests`'), else of the nearest shape in its group."""
+        from ..hardware import siblings
+
         rows = self.best_configs(like=ctx)
         exact = [b for b in rows if b.context.identity == ctx.identity]
-        return exact[0] if exact else (rows[0] if rows else None)
+        if exact:
+            return exact[0]
+        for hw in siblings(ctx.hardware):
+            twin = dataclasses.replace(ctx, hardware=hw)
+            same = [b for b in self.best_configs(like=twin) if b.context.identity == twin.identity]
+            if same:
+                return same[0]
+        return rows[0] if rows else None
 
     # -- run journal
     def runs(self, ctx: Context | None = None, *, unfinished: bool = False,
