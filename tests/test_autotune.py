@@ -155,6 +155,23 @@ def test_configs_beyond_the_list_must_give_what_the_lists_own_config_gives(tmp_p
         assert not [m for m in s.measurements(s.runs()[0].context) if m.status.value == "wrong_result"]
 
 
+@interpreted
+def test_a_kernels_early_config_prune_is_asked_once_per_config_beyond_the_list(tmp_path: Path):
+    """The list check asks whether a config is pruned before preparing itself; the kernel's own
+    `early_config_prune` still runs once a config, not twice."""
+    asked = []
+
+    def keep_all(configs, nargs, **kw):
+        asked.extend(tuple(sorted(c.all_kwargs().items())) for c in configs)
+        return configs
+    one = [triton.Config({"BLOCK_SIZE": 64}, num_warps=4)]
+    k = abductune.autotune(configs=one, key=["n_cols"], budget=8, store=tmp_path / "a.sqlite",
+                           timer=Timer(lambda c: 1.0), prune_configs_by={"early_config_prune": keep_all})(sm.softmax_kernel)
+    sm.softmax(k, torch.randn(2, 40))
+    beyond = [a for a in asked if dict(a) != {"BLOCK_SIZE": 64, "num_warps": 4} and len(a) > 1]
+    assert beyond and len(beyond) == len(set(beyond))
+
+
 def _ln_expected(x, y0, w, b, eps=1e-5):
     mean = x.mean(-1, keepdim=True)
     var = ((x - mean) ** 2).mean(-1, keepdim=True)

@@ -227,6 +227,15 @@ class CallEvaluator(InProcessEvaluator):
                  vouch: ListCheck | None = None, **kw: Any):
         super().__init__(*a, **kw)
         self.vouch = vouch  # checks configs beyond the list against the list's first (`ListCheck`)
+        if self.prune is not None:  # asked by `_one` here and in the base: the kernel's prune runs once a config
+            ask, said = self.prune, {}
+
+            def once(cfg: Config) -> str | None:
+                k = repr(sorted(cfg.items()))
+                if k not in said:
+                    said[k] = ask(cfg)
+                return said[k]
+            self.prune = once
         self.probe_timer = probe_timer
         self.probed_timer = probed_timer or self.timer
         self.best_ms = float("inf")  # the fastest full first-time timing so far
