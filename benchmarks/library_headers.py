@@ -19,6 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 
+from abductune.classify import next_pow2  # noqa: E402
 from abductune.datasets.format import read_dataset, write_dataset  # noqa: E402
 from abductune.measurement import Measurement  # noqa: E402
 from library_shapes import DYT_ROWS as ROWS  # noqa: E402
@@ -476,13 +477,9 @@ def _fg_bicubic_aa(p):
         flops=2.0 * out * th * tw, min_bytes=2.0 * (n * c * h * w + out))
 
 
-def _npo2(v: int) -> int:
-    return 1 << (v - 1).bit_length()
-
-
 # flaggems_scaled_mm's shapes keyed as both kernels' keys are (_M_NPO2, N, K): the call's M
-SCALED_MM = {(_npo2(m), n, k): m for m, n, k in FLAGGEMS_SCALED_MM_FP8}
-SCALED_MM_BLOCKWISE = {(_npo2(m), n, k): m for m, n, k in FLAGGEMS_SCALED_MM_BLOCKWISE_FP8}
+SCALED_MM = {(next_pow2(m), n, k): m for m, n, k in FLAGGEMS_SCALED_MM_FP8}
+SCALED_MM_BLOCKWISE = {(next_pow2(m), n, k): m for m, n, k in FLAGGEMS_SCALED_MM_BLOCKWISE_FP8}
 SCALE_BLOCK = 128  # the block-wise kernel's scale block, 128 of K by 128 of N (FlagGems' launcher fixes it)
 
 

@@ -45,8 +45,12 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
     # the launch leaves to the caller
     judged = with_fixed(space, fixed or {})
 
+    def beyond(cfg: Config) -> bool:
+        """A kernel config the list does not hold (what the search grew; not an implementation)."""
+        return "impl" not in cfg and not any(cfg == d for d in tuner._list)
+
     def prune(cfg: Config) -> str | None:
-        if "impl" in cfg or any(cfg == d for d in tuner._list):
+        if not beyond(cfg):
             return None  # the list was pruned before it became the seeds
         full = {**cfg, **(fixed or {})}
         why = infeasible(problem, judged, full) or hopeless(problem, judged, full)
@@ -107,11 +111,9 @@ def call_evaluator(tuner: Any, problem: Problem, args: tuple, kwargs: dict, narg
     if check is None and tuner._list:
         # no reference of the user's: a config beyond the list must give what the kernel's own
         # first config gives (`ListCheck`); the list itself is the author's, measured as Triton would
-        vouch = ListCheck(tuner._list[0], launch, lambda: {**nargs, **kwargs}, tuner.reference_tol,
+        vouch = ListCheck(tuner._list[0], beyond, launch, lambda: {**nargs, **kwargs}, tuner.reference_tol,
                           problem.kernel)
-        beyond = lambda cfg: "impl" not in cfg and not any(cfg == d for d in tuner._list)  # noqa: E731
-        check = lambda cfg: vouch(cfg) if beyond(cfg) else None  # noqa: E731
-        vouch.beyond = beyond
+        check = vouch
     timer, retimer, probe, probed = timers(tuner)
     if getattr(tuner, "record", None) is not None:
         probe = None  # a recording times every config in full: a dataset's slow configs are data too
@@ -142,13 +144,13 @@ class ListCheck:
     nothing, for a kernel whose scratch buffers differ by config). Costs two launches and the copies,
     once per key that measures beyond its list."""
 
-    def __init__(self, first: Config, launch: Callable[[Config], Launch], tensors: Callable[[], Mapping[str, Any]],
-                 tol: float | None, kernel: str = "") -> None:
-        self.first, self.launch, self.tensors, self.tol, self.kernel = dict(first), launch, tensors, tol, kernel
+    def __init__(self, first: Config, beyond: Callable[[Config], bool], launch: Callable[[Config], Launch],
+                 tensors: Callable[[], Mapping[str, Any]], tol: float | None, kernel: str = "") -> None:
+        self.first, self.beyond, self.launch, self.tensors = dict(first), beyond, launch, tensors
+        self.tol, self.kernel = tol, kernel
         self.expected: dict[str, Any] | None = None
         self.off: str | None = None  # why nothing is checked
         self.unstable: tuple[str, ...] = ()
-        self.beyond: Callable[[Config], bool] = lambda cfg: True
 
     def _copy(self) -> dict[str, Any]:
         import torch
@@ -191,7 +193,8 @@ class ListCheck:
                         "%s (pass reference= to check them)", self.kernel, self.off)
 
     def __call__(self, cfg: Config) -> str | None:
-        if self.expected is None:
+        """Why `cfg`'s outputs are wrong (None for a listed config: the author's, as Triton runs it)."""
+        if self.expected is None or not self.beyond(cfg):
             return None
         now = self.tensors()
         for n, exp in self.expected.items():

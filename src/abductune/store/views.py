@@ -32,6 +32,13 @@ def _log2_distance(a: Mapping[str, int], b: Mapping[str, int]) -> float:
     return d
 
 
+def _on_siblings(ctx: Context) -> list[Context]:
+    """`ctx` on each of its GPU's siblings (`hardware.siblings`: the same architecture and SM count)."""
+    from ..hardware import siblings
+
+    return [dataclasses.replace(ctx, hardware=hw) for hw in siblings(ctx.hardware)]
+
+
 def nearest(rows: Sequence[BestConfig], ctx: Context, n: int) -> list[BestConfig]:
     """The `n` of `rows` (best configs of `ctx`'s group) nearest `ctx` in log2 of the dims,
     `ctx` itself left out."""
@@ -193,11 +200,9 @@ class Views:
         neighbouring shape tuned here (session 32: 1.022x the optimum against about 1.14x)."""
         if n <= 0:
             return []
-        from ..hardware import siblings
-
         rows = self.best_configs(like=ctx, any_bucket=True, any_space=True)
-        for hw in siblings(ctx.hardware):
-            rows += self.best_configs(like=dataclasses.replace(ctx, hardware=hw), any_bucket=True, any_space=True)
+        for twin in _on_siblings(ctx):
+            rows += self.best_configs(like=twin, any_bucket=True, any_space=True)
         rows = [b for b in rows if leave_out is None or not leave_out(b.context)]
         rows.sort(key=lambda b: b.context.hardware != ctx.hardware)  # stable: this GPU's first on a tie
         return nearest(rows, ctx, n)
@@ -205,14 +210,11 @@ class Views:
     def best_nearby(self, ctx: Context) -> BestConfig | None:
         """The best config of `ctx` itself if measured, else of the same shape on a sibling GPU
         (`hardware.siblings`; the reason is `nearest_bests`'), else of the nearest shape in its group."""
-        from ..hardware import siblings
-
         rows = self.best_configs(like=ctx)
         exact = [b for b in rows if b.context.identity == ctx.identity]
         if exact:
             return exact[0]
-        for hw in siblings(ctx.hardware):
-            twin = dataclasses.replace(ctx, hardware=hw)
+        for twin in _on_siblings(ctx):
             same = [b for b in self.best_configs(like=twin) if b.context.identity == twin.identity]
             if same:
                 return same[0]
