@@ -22,7 +22,7 @@ if INTERPRET:  # in the interpreted child process: TRITON_INTERPRET=1 was set be
     triton = pytest.importorskip("triton")
     import triton.language as tl
 
-    from autotune_kernels import crashy
+    from autotune_kernels import crashy, vouched
 
     import abductune
     from abductune.autotune import Autotuner
@@ -74,6 +74,35 @@ def test_crashing_and_hanging_configs_fail_alone_and_the_tune_finishes(tmp_path:
     # and a hit here launches the winner in this process
     again = crashy.accumulate(k, x, torch.zeros(256))
     assert torch.equal(again, 2 * x) and k.stats["tunes"] == 1
+
+
+@interpreted
+def test_configs_beyond_the_list_are_checked_against_the_list_in_the_worker_too(tmp_path: Path):
+    """isolate=True with `budget=` and no `reference=`: the worker runs the list's own config
+    (BLOCK 64, with its own grid) and a config beyond the list that writes something else
+    (BLOCK 32: 3x, the fastest) is `wrong_result` there, as in-process; one that computes what
+    the list's does (BLOCK 128) is measured and wins. With `reference=`, the worker checks
+    against that instead and the list is not sent."""
+    x = torch.arange(600.0)
+    k = vouched.make(store=tmp_path / "a.sqlite")
+    out = vouched.double(k, x, torch.zeros(600))
+    assert torch.equal(out, 2 * x) and k.best_config.kwargs == {"BLOCK": 128}
+    with Store(tmp_path / "a.sqlite") as s:
+        ms = s.measurements(s.runs()[0].context)
+    by = {}
+    for m in ms:
+        by.setdefault(m.config["BLOCK"], []).append(m)
+    assert by[32] and all(m.status == "wrong_result" for m in by[32]), [(m.status, m.error) for m in by[32]]
+    assert "differ from the kernel's own config" in by[32][0].error
+    # 128 is grown too, and right; had the list's config run with another config's grid, the
+    # check would have expected zeros where it wrote nothing and called every right config wrong
+    assert by[128] and all(m.ok for m in by[128]) and all(m.ok for m in by[64])
+    checked = vouched.make(store=tmp_path / "b.sqlite", reference=vouched.reference)
+    torch.testing.assert_close(vouched.double(checked, x, torch.zeros(600)), 2 * x)
+    with Store(tmp_path / "b.sqlite") as s:
+        wrong = [m for m in s.measurements(s.runs()[0].context) if m.status == "wrong_result"]
+    assert wrong and {m.config["BLOCK"] for m in wrong} == {32}
+    assert not any("kernel's own config" in m.error for m in wrong)  # the reference judged them
 
 
 @interpreted

@@ -13,14 +13,25 @@ from .autotuner import Autotuner
 from .evaluation import call_evaluator
 
 
+def _key(config: Mapping[str, Any]) -> str:
+    return repr(sorted(config.items()))
+
+
 class WorkerTuner(Autotuner):
-    """The caller chooses each trial's config hook and grid."""
+    """The caller chooses each trial's config hook and grid. A launch of a config the caller has
+    sent (or the list's first, which the list check launches between requests) takes that
+    config's own; any other the current request's."""
 
     hook: Any = None
     grid: Any = None
+    trials: dict[str, dict[str, Any]]  # config -> its hook and grid
 
     def _config_hook(self, config: Mapping[str, Any]) -> Callable | None:
-        return self.hook
+        t = getattr(self, "trials", {}).get(_key(config))  # set by _Worker once the tuner is built
+        if t is None:
+            return self.hook
+        self.grid = t["grid"]  # read when the launch runs, which follows this at once
+        return t["hook"]
 
 
 class _Worker:
@@ -49,6 +60,11 @@ class _Worker:
         self.cuda = any(isinstance(t, torch.Tensor) and t.is_cuda for t in memo.values())
         self.tuner = tuner = WorkerTuner(fn, configs=None, key=(), store=":memory:", compile="serial",
                                          **setup["tuner"])
+        # the caller's list, sent where the list check runs (no reference of the user's: `ListCheck`
+        # as in-process, isolation.py); else none: the tuner built here has a one-config default
+        # list of its own, which the check would take for the author's
+        tuner._list = [dict(d) for d in setup.get("list") or ()]
+        tuner.trials = {_key(tuner._list[0]): setup["first_trial"]} if tuner._list else {}
         nargs = dict(zip(tuner.arg_names, args))
         full = {**nargs, **call_kw}
         saved = {n: full[n].clone() for n in tuner.restore_value if full.get(n) is not None}
@@ -57,6 +73,7 @@ class _Worker:
 
     def measure(self, msg: Mapping[str, Any]) -> Measurement:
         self.tuner.hook, self.tuner.grid = msg["hook"], msg["grid"]
+        self.tuner.trials[_key(msg["config"])] = {"hook": msg["hook"], "grid": msg["grid"]}
         if msg["op"] == "remeasure":
             return self.ev.remeasure([msg["config"]])[0]
         return self.ev.evaluate([msg["config"]])[0]

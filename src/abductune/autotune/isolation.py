@@ -82,5 +82,11 @@ def evaluator_for(tuner: Any, problem: Problem, args: tuple, kwargs: Mapping[str
         device = torch.cuda.current_device()  # the caller's current device, where Triton launches
     setup = {**worker_spec(tuner), "problem": problem, "args": enc_args, "kwargs": enc_kw,
              "warmup": kwargs.get("warmup", False), "device": device}
-    return IsolatedEvaluator(problem, tuner.space if space is None else space, setup, trials(tuner, nargs, kwargs),
+    trial = trials(tuner, nargs, kwargs)
+    if tuner.reference is None and tuner._list:
+        # the worker checks configs beyond the list against the list's first config (`ListCheck`),
+        # as in-process: it needs the list, and that config's own hook and grid to launch it with
+        setup["list"] = [dict(d) for d in tuner._list]
+        setup["first_trial"] = trial(tuner._list[0])
+    return IsolatedEvaluator(problem, tuner.space if space is None else space, setup, trial,
                              entry=WORKER_ENTRY, prune=prune, timeout_s=tuner.isolate_timeout_s)
