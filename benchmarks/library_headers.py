@@ -26,7 +26,7 @@ from library_shapes import DYT_ROWS as ROWS  # noqa: E402
 from library_shapes import FLAGGEMS_BMM_BMNK, FLAGGEMS_RMS_ROWS, GLA_CHUNK, GLA_SHAPES  # noqa: E402
 from library_shapes import FLAGGEMS_ATTN, FLAGGEMS_AVGPOOL, FLAGGEMS_KRON, FLAGGEMS_MAXPOOL  # noqa: E402
 from library_shapes import GDN_CHUNK, GDN_SHAPES  # noqa: E402
-from library_shapes import FLAGGEMS_AMAX_MN, FLAGGEMS_BATCH_NORM, FLAGGEMS_BICUBIC, FLAGGEMS_TRIU_MN  # noqa: E402
+from library_shapes import FLAGGEMS_BATCH_NORM, FLAGGEMS_BICUBIC  # noqa: E402
 from library_shapes import FLAGGEMS_INSTANCE_NORM, FLAGGEMS_WEIGHT_NORM  # noqa: E402
 from library_shapes import FLAGGEMS_BICUBIC_AA, FLAGGEMS_CONV3D, FLAGGEMS_CROSS_ENTROPY  # noqa: E402
 from library_shapes import FLAGGEMS_SCALED_MM_BLOCKWISE_FP8, FLAGGEMS_SCALED_MM_FP8  # noqa: E402

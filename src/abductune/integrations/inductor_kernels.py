@@ -40,9 +40,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+from ..classify import next_pow2
 from ..hardware import KNOWN_GPUS, HardwareInfo, from_properties, lookup
 from ..problem import Problem
-from ..space import Choice, Config, IntRange, Param, Pow2, Space
+from ..space import Choice, Config, Param, Pow2, Space
 
 log = logging.getLogger(__name__)
 
@@ -143,11 +144,6 @@ def bucket(values: Mapping[str, int]) -> dict[str, int]:
     """The size hints Inductor would write for these extents: each rounded up to a power of two.
     Per-shape configs under dynamic shapes are kept per bucket."""
     return {k: next_pow2(v) for k, v in values.items()}
-
-
-def next_pow2(v: int) -> int:
-    v = int(v)
-    return 1 if v <= 1 else 1 << (v - 1).bit_length()
 
 
 def _prev_pow2(v: int) -> int:

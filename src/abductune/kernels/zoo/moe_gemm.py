@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import triton
 import triton.language as tl
 
+from ...classify import next_pow2
 from ...hardware import HardwareInfo
 from ...problem import Problem
 from ...space import Choice, Pow2, Space
@@ -104,10 +105,6 @@ def _moe_grouped_gemm(x_ptr, w_ptr, out_ptr, pairs_ptr, expert_start_ptr,
 
 
 _SMEM_BYTES = 232448  # H100 opt-in shared memory per block
-
-
-def _next_pow2(v: int) -> int:
-    return 1 if v <= 1 else 1 << (v - 1).bit_length()
 
 
 class MoeGemmBf16(KernelSpec):
@@ -250,7 +247,7 @@ class MoeGemmBf16(KernelSpec):
         _moe_grouped_gemm[grid](x, w, out, sorted_pairs, expert_start, m, n, k, e,
                                 x.stride(0), x.stride(1), w.stride(0), w.stride(1), w.stride(2),
                                 out.stride(1), out.stride(2),
-                                TOP_K=TOP_K, E_POW2=_next_pow2(e),
+                                TOP_K=TOP_K, E_POW2=next_pow2(e),
                                 BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=config["BLOCK_SIZE_K"],
                                 GROUP_SIZE_M=config["GROUP_SIZE_M"],
                                 num_warps=config["num_warps"], num_stages=config["num_stages"])
@@ -275,5 +272,5 @@ class MoeGemmBf16(KernelSpec):
                 "expert_start_ptr": "*i32", "M": m, "N": n, "K": k, "num_experts": e,
                 "stride_xm": k, "stride_xk": 1, "stride_we": n * k, "stride_wn": k, "stride_wk": 1,
                 "stride_om": n, "stride_on": 1,
-                "TOP_K": Constexpr(TOP_K), "E_POW2": Constexpr(_next_pow2(e)),
+                "TOP_K": Constexpr(TOP_K), "E_POW2": Constexpr(next_pow2(e)),
                 **{p: Constexpr(config[p]) for p in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M")}}
