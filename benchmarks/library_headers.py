@@ -648,28 +648,6 @@ UNLAUNCHED = ("RuntimeError: Triton Error [CUDA]: an illegal memory access was e
               "the CUDA context was dead after an earlier config's fault in the same process)")
 
 
-WRONG_TILE_K = (f"wrong result: a TILE_K above the {SCALE_BLOCK} of the scale block scales the whole K tile by its "
-                f"first block's a and b scales (FlagGems' kernel assumes TILE_K == {SCALE_BLOCK}; the grown space's "
-                "256 was measured but computes another product: its largest error a quarter of the largest "
-                "output on random block scales, against 0.003 at 32, 64 and 128, on an H200 at 256 x 512 x 1,024)")
-# configs a kernel measured fast that compute the wrong thing: kernel -> (which, why); their records are
-# restated as wrong results (the time they measured kept in `extra`), so no replay picks one
-WRONG = {"_block_wise_smm_kernel": (lambda c: c.get("TILE_K", SCALE_BLOCK) > SCALE_BLOCK, WRONG_TILE_K)}
-
-
-def _restate_wrong(kernel: str, records) -> tuple[list, int]:
-    """`records` with those `WRONG` names for `kernel` that ran restated as wrong results; how many."""
-    which, why = WRONG.get(kernel, (lambda c: False, ""))
-    out, n = [], 0
-    for m in records:
-        if m.ok and which(m.config):
-            m = replace(m, status="wrong_result", time_ms=None, samples_ms=(), error=why,
-                        extra={**m.extra, "measured_ms": m.time_ms})
-            n += 1
-        out.append(m)
-    return out, n
-
-
 def _without_record(ds, configs) -> list[dict]:
     """Those of `configs` (in their order) that `ds` holds no record of."""
     space = ds.stated_space()
@@ -715,9 +693,7 @@ def main() -> None:
             meta = {**ds.meta, "origin": origin, "header_completed": "benchmarks/library_headers.py"}
             if d.name in CALLS:
                 meta["call"] = CALLS[d.name](problem.dims)
-            records, wrong = _restate_wrong(d.name, ds.records)
-            if wrong:
-                meta["wrong_results_restated"] = wrong
+            records = list(ds.records)
             missing = _unlaunched(ds) if not ds.restricted_to_records else []
             if missing:
                 # configs of the grown space without a record: after a CUDA illegal memory access every

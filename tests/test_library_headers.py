@@ -124,19 +124,26 @@ def test_scaled_mm_headers_take_m_from_the_shapes_and_stay_fp8_matmuls():
     assert lh.CALLS["_pertensor_or_pertoken_smm_kernel"](p.dims)["bias"] is None
 
 
-def test_a_block_wise_scaled_mm_recording_restates_its_wrong_tile_k_and_its_grouping(tmp_path, monkeypatch):
+def test_a_block_wise_scaled_mm_recording_keeps_its_wrong_tile_k_and_restates_its_grouping(tmp_path, monkeypatch):
     """The block-wise kernel scales each K tile by the scales of its first 128-block: the grown
-    space's TILE_K of 256 ran fast and wrong, so its records are restated as wrong results (the
-    time kept aside), what was pruned stays pruned; TILE_K of 64 is right. abductune reads
-    TILE_M / TILE_N / TILE_K as tiles and the warps and stages; SWIZZLE_GROUP_M it does not
-    read, so the header restates it as the grouping."""
+    space's TILE_K of 256 runs fast and wrong, and the recording's list check marks it
+    `wrong_result` itself (session 33, on the H200: all 52 such configs that ran, on each of three
+    shapes); the header keeps every status as recorded. abductune reads TILE_M / TILE_N / TILE_K
+    as tiles and the warps and stages; SWIZZLE_GROUP_M it does not read, so the header restates
+    it as the grouping."""
     space = Space([Choice("TILE_M", [16, 32, 64]), Choice("TILE_N", [32, 64]), Choice("TILE_K", [64, 128, 256]),
                    Choice("SWIZZLE_GROUP_M", [8]), Choice("num_warps", [2, 4]), Choice("num_stages", [3, 4])],
                   name="blockwise")
     assert space.roles() == {"tile:M": "TILE_M", "tile:N": "TILE_N", "tile:K": "TILE_K", "warps": "num_warps",
                              "stages": "num_stages"}
-    records = [Measurement(c, "pruned", error="too big") if c["TILE_M"] == 64 and c["TILE_K"] == 256
-               else Measurement(c, "ok", time_ms=1.0 + i) for i, c in enumerate(space.valid_configs())]
+    why = "beyond the list, its outputs differ from the kernel's own config"
+
+    def recorded(i, c):
+        if c["TILE_K"] == 256:
+            return Measurement(c, "pruned", error="too big") if c["TILE_M"] == 64 else \
+                Measurement(c, "wrong_result", error=why)
+        return Measurement(c, "ok", time_ms=1.0 + i)
+    records = [recorded(i, c) for i, c in enumerate(space.valid_configs())]
     listed = [c for c in space.valid_configs() if c["TILE_K"] == 128][:2]
     ds = Dataset(Problem("_block_wise_smm_kernel", "matmul", {"_M_NPO2": 16, "N": 4096, "K": 4096},
                          dict(FP8_DTYPES)), space.to_dict(), records, meta={"fixed_configs": listed})
@@ -145,8 +152,7 @@ def test_a_block_wise_scaled_mm_recording_restates_its_wrong_tile_k_and_its_grou
     by = {(m.config["TILE_M"], m.config["TILE_K"]): m.status for m in out.records}
     assert by[(16, 256)] == by[(32, 256)] == "wrong_result" and by[(64, 256)] == "pruned"
     assert by[(16, 64)] == by[(64, 128)] == "ok" and len(out.records) == len(records)
-    wrong = [m for m in out.records if m.status == "wrong_result"]
-    assert len(wrong) == out.meta["wrong_results_restated"] == 16
-    assert all(m.time_ms is None and m.extra["measured_ms"] >= 1.0 and m.error == lh.WRONG_TILE_K for m in wrong)
+    assert [m.status for m in out.records] == [m.status for m in records]
+    assert all(m.error == why for m in out.records if m.status == "wrong_result")
     assert {p["name"]: p["role"] for p in out.space_dict["params"]}["SWIZZLE_GROUP_M"] == "group"
     assert out.meta["origin"].startswith("FlagGems 5.0.2 (Apache-2.0)") and "cutlass_scaled_mm" in out.meta["origin"]
