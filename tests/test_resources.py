@@ -312,3 +312,37 @@ def test_a_dot_needs_its_reduction_dim_whole_enough_to_compile():
     assert "key tile" in resources.infeasible(attn, attn_sp, {"BLOCK_M": 64, "BLOCK_N": 8, "num_warps": 4,
                                                               "num_stages": 2})
     assert resources.infeasible(attn, attn_sp, {"BLOCK_M": 64, "BLOCK_N": 16, "num_warps": 4, "num_stages": 2}) is None
+
+
+def test_the_operands_are_read_by_name_when_the_output_comes_first():
+    """vLLM's and CUTLASS's signature `scaled_mm(out, a, b, a_scale, b_scale)`: read by position,
+    the bf16 output was taken for A (FlagGems' fp8 per-token matmul, recorded on the H200, had 72
+    of its configs refused for shared memory they do not need). By name: A and B are the fp8
+    operands, the output and the fp32 scales are neither."""
+    from abductune.costs import product_operand_bytes
+
+    out_first = {"c_ptr": "bf16", "a_ptr": "float8_e4m3fn", "b_ptr": "float8_e4m3fn",
+                 "a_scale_ptr": "fp32", "b_scale_ptr": "fp32"}
+    assert product_operand_bytes(out_first) == (1, 1)
+    assert product_operand_bytes({"x": "fp16", "w": "int8", "y": "fp16"}) == (2, 1)  # by position, as before
+    assert product_operand_bytes({"out": "fp32"}) == (4, 4)  # nothing but an output: by position
+    sp, p = _space(), _problem(dtypes=out_first)
+    # 4 stages x (128x128 + 128x256) x 1 byte = 192 KB fits the H100's 227 KB; in 2-byte A it would not
+    assert resources.infeasible(p, sp, cfg(128, 256, 128, 8, 4)) is None
+    assert resources.footprint(p, sp, cfg(128, 256, 128, 8, 4)).smem_bytes == 4 * (128 * 128 + 128 * 256)
+
+
+def test_an_accumulator_that_fills_the_register_file_of_its_threads_spills():
+    """At 16 warps a thread has 128 registers (64 K shared by 512 threads): a 512 x 128 product
+    tile puts 128 fp32 values in each, all of them, and spills (FlagGems' block-scaled fp8 matmul
+    on the H200: 1.2 KB spilled, 11x its shape's optimum; every recorded zoo config so placed
+    that ran spilled and was 4x or more). At 8 warps the same 128 values leave half the 255 free:
+    not flagged (Hopper's 128 x 256 tiles on 8 warps are often the fastest)."""
+    sp, p = _space(), _problem()
+    sp = Space([Pow2("BLOCK_SIZE_M", 16, 512), Pow2("BLOCK_SIZE_N", 16, 256), Pow2("BLOCK_SIZE_K", 16, 256),
+                Choice("num_warps", [4, 8, 16]), Choice("num_stages", [2, 3])])
+    why = resources.spills(p, sp, cfg(512, 128, 64, 16, 2))
+    assert why is not None and "128 registers a thread of 512" in why
+    assert resources.spills(p, sp, cfg(128, 256, 64, 8, 2)) is None
+    assert resources.spills(p, sp, cfg(256, 128, 64, 16, 2)) is None  # 64 values: half the file
+    assert resources.trouble(p, sp, cfg(512, 128, 64, 16, 2)) is not None

@@ -58,6 +58,35 @@ def operand_bytes(dtypes: Mapping[str, str]) -> tuple[float, float, float]:
     return sizes[0], sizes[1] if len(sizes) > 1 else sizes[0], sizes[-1]
 
 
+# names a kernel gives the tensor a product writes (`c_ptr`, `out`, CUTLASS's `D`) and the side
+# tensors it reads beside its two operands (scales, zero points, bias, routing indices): read off
+# the public signatures of the libraries in the zoo, not fitted
+OUTPUT_NAMES = frozenset({"c", "out", "output", "y", "o", "d", "dst", "result", "res"})
+SIDE_WORDS = ("scale", "zero", "zp", "bias", "idx", "index", "indices", "offset", "sorted", "expert", "mask")
+
+
+def _bare(name: str) -> str:
+    n = name.lower()
+    for suffix in ("_ptr", "ptr"):
+        if n.endswith(suffix) and len(n) > len(suffix):
+            return n[: -len(suffix)]
+    return n
+
+
+def product_operand_bytes(dtypes: Mapping[str, str]) -> tuple[float, float]:
+    """Element sizes of a tiled product's A and B tiles: its first two tensors that are neither
+    named as its output nor as a side input (a signature may put the output first, as vLLM's and
+    CUTLASS's `scaled_mm(out, a, b, a_scale, b_scale)` do: read by position, a bf16 output was
+    taken for an fp8 A, and the resource model refused fp8 configs that fit). By position where
+    the names leave fewer than one operand."""
+    t = tensor_dtypes(dtypes)
+    ins = [n for n in t if _bare(n) not in OUTPUT_NAMES and not any(w in _bare(n) for w in SIDE_WORDS)]
+    if not ins:
+        sa, sb, _ = operand_bytes(dtypes)
+        return sa, sb
+    return element_bytes(t[ins[0]]), element_bytes(t[ins[1] if len(ins) > 1 else ins[0]])
+
+
 def problem_costs(kernel_class: str, dims: Mapping[str, int], dtypes: Mapping[str, str]) -> tuple[float, float] | None:
     """(FLOPs, minimum bytes), or None when the class or its dims are not known here."""
     d = canonical_dims(kernel_class, dims)

@@ -35,7 +35,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..costs import operand_bytes
+from ..costs import product_operand_bytes
 from ..hardware import HardwareInfo
 from ..measurement import Measurement
 from ..problem import Problem
@@ -114,7 +114,7 @@ def config_features(problem: Problem, space: Space, config: Mapping[str, Any],
         f["acc_frac"] = fp.acc_per_thread / ACC_MAX
     bm, bn = _int(space, config, "tile:M"), _int(space, config, "tile:N")
     if bm and bn:  # a K slice of A (bm rows) and B (bn columns) feeds 2*bm*bn FLOPs per element of K
-        sa, sb, _ = operand_bytes(problem.dtypes)
+        sa, sb = product_operand_bytes(problem.dtypes)
         f["reuse"] = math.log2(2.0 * bm * bn / (bm * sa + bn * sb))
     f["split"] = _log2(_int(space, config, "split:K"))
     f["group"] = _log2(_int(space, config, "group"))
@@ -124,7 +124,7 @@ def config_features(problem: Problem, space: Space, config: Mapping[str, Any],
     f["row_whole"] = 1.0 if d.row_fits_block and not loops else 0.0
     bk = _int(space, config, "tile:K")
     if bk:
-        sa, sb, _ = operand_bytes(problem.dtypes)
+        sa, sb = product_operand_bytes(problem.dtypes)
         for side, size in (("a", sa), ("b", sb)):
             f[f"k_bytes_{side}"] = math.log2(bk * size / K_ROW_BYTES)
             f[f"k_bytes_{side}_off"] = abs(f[f"k_bytes_{side}"])

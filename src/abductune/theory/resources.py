@@ -62,7 +62,7 @@ from typing import Any, Mapping, Sequence
 
 from .. import kernel_facts
 from ..classify import classify
-from ..costs import element_bytes, operand_bytes
+from ..costs import element_bytes, operand_bytes, product_operand_bytes
 from ..hardware import HardwareInfo
 from ..problem import Problem
 from ..space import Config, Space
@@ -136,13 +136,16 @@ def footprint(problem: Problem, space: Space, config: Mapping[str, Any]) -> Foot
         stages = _value(space, config, "stages") or DEFAULT_STAGES
         if on_warpgroup_mma(problem, space, config) is False:
             stages = max(stages - 1, 1)  # off the warpgroup MMA Triton keeps one copy fewer (docstring)
-        sa, sb, _ = operand_bytes(problem.dtypes)  # A and B, the first two inputs
+        sa, sb = product_operand_bytes(problem.dtypes)  # A and B, by name where it says
         smem = int(math.ceil(max(stages, 1) * ((bm or MIN_DOT_M) * bk * sa + bk * bn * sb)))
         staged = _staged_bytes(problem, space, config, sa, sb)
         if staged is not None:  # the kernel loads more per step than A and B (its source says)
             smem = max(smem, int(math.ceil(max(stages, 1) * staged)))
         if threads and bm:
             acc = bm * bn / threads
+            # the register file a thread of this block can have: an accumulator that fills it
+            # leaves nothing for operands and addresses (as attention's tiles, `_spills`)
+            return Footprint(smem, acc, threads, reg_cap=reg_cap(hw, threads))
     elif bm and bn and not bk and warps:
         got = _attention(problem, space, config, bm, bn, warps, threads)
         if got is not None:
@@ -225,7 +228,7 @@ def _dot_k_short(problem: Problem, space: Space, config: Mapping[str, Any]) -> s
     wide as the other), attention's key tile (the K of P.V, in the value's type)."""
     bm, bn, bk = (_value(space, config, r) for r in ("tile:M", "tile:N", "tile:K"))
     if bn and bk:
-        sa, sb, _ = operand_bytes(problem.dtypes)
+        sa, sb = product_operand_bytes(problem.dtypes)
         k, size, what = bk, max(sa, sb), "K tile"
     elif bm and bn and not bk and classify(problem, space).kernel_class == "attention":
         k, size, what = bn, _qkv_bytes(problem)[2], "key tile (the K of P.V)"
@@ -252,6 +255,9 @@ def _spills(fp: Footprint) -> str | None:
     if fp.acc_per_thread is not None and fp.acc_per_thread > ACC_MAX:
         return (f"{fp.acc_per_thread:g} accumulator values per thread (past {ACC_MAX}, registers spill to "
                 "local memory)")
+    if fp.acc_per_thread is not None and fp.reg_cap is not None and fp.acc_per_thread >= fp.reg_cap:
+        return (f"{fp.acc_per_thread:g} accumulator values per thread, as many as the {fp.reg_cap} registers a "
+                f"thread of {fp.threads} can have: registers spill to local memory")
     return None
 
 
