@@ -8,11 +8,12 @@
 # ABDUCTUNE_STORE per call, so no machine store answers from cache. FlagGems 5.0.2 and its
 # dependencies (SQLAlchemy 2.1.9, pure Python; einops, platformdirs) are installed from the wheels in
 # .whl_fg/ (an ignored folder: the device call carries it) into /tmp/lib, without an index or
-# dependency resolution. ptxas runs past 30 s are killed (the config fails as a compile error); the
+# dependency resolution. RAW_DIR (default .s31/raw) names the folder a call resumes from. ptxas
+# runs past 30 s are killed (the config fails as a compile error); the
 # recording is benchmarks/gpu/record_calls.sh.
 set -u
 export T0=$(date +%s) ABDUCTUNE_PTXAS_TIMEOUT_S=30
 mkdir -p /tmp/lib && python3 -m pip install -q --no-index --no-deps --target /tmp/lib .whl_fg/*.whl || exit 1
 dirty=$(git status --porcelain --untracked-files=no 2>/dev/null | awk '{print $2}' | tr '\n' ' ')
-RAW_FROM=.s31/raw ENGINE="$(git rev-parse HEAD 2>/dev/null)${dirty:+ with uncommitted changes to: $dirty}" \
+RAW_FROM=${RAW_DIR:-.s31/raw} ENGINE="$(git rev-parse HEAD 2>/dev/null)${dirty:+ with uncommitted changes to: $dirty}" \
   exec bash benchmarks/gpu/record_calls.sh "$@"
