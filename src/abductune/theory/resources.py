@@ -15,7 +15,13 @@ It answers two questions before a measurement is spent:
   cannot hold it beside addresses and operands, and ptxas spills most of it to local memory:
   the config runs, slowly. Predictions and seeds avoid it; the search may still measure it.
   At exactly `ACC_MAX` ptxas spills a little, and on Hopper those configs (a 128 x 256 tile
-  on 8 warps) are often the fastest: they are not avoided.
+  on 8 warps) are often the fastest: they are not avoided. But a block's threads share 64 K
+  registers (`reg_cap`: 128 each at 16 warps), and an accumulator that fills a thread's share
+  leaves nothing for operands and addresses: it spills, whatever `ACC_MAX` allows (session 33:
+  FlagGems' block-scaled fp8 matmul at 512 x 128 on 16 warps spilled 1.2 KB and ran 11x its
+  optimum; every zoo and bundled record so placed that ran spilled, the best 4x its optimum).
+  A's and B's element sizes are read by name where the signature says (`costs.product_operand_bytes`:
+  an output-first `scaled_mm(out, a, b, ...)` read by position took the bf16 output for A).
 
 - **Attention** (the class's query tile @tile:M and key tile @tile:N over the sequence, the
   whole head dim per program): the query tile stays in shared memory, and each pipeline stage
