@@ -22,6 +22,12 @@ from .errors import SpaceError
 
 Config = dict[str, Any]
 
+
+def config_id(config: Mapping[str, Any]) -> str:
+    """A config's name, the same whatever its keys' order: what the compile pool, the decorator's
+    evaluator and its isolated worker key a config by where no space is at hand."""
+    return repr(sorted(dict(config).items()))
+
 # ----------------------------------------------------------------------------- roles
 
 _ROLE_RULES: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [

@@ -9,12 +9,9 @@ from typing import Any, Callable, Mapping
 
 from ..measure import isolated_worker as loop
 from ..measurement import Measurement, Status
+from ..space import config_id
 from .autotuner import Autotuner
 from .evaluation import call_evaluator
-
-
-def _key(config: Mapping[str, Any]) -> str:
-    return repr(sorted(config.items()))
 
 
 class WorkerTuner(Autotuner):
@@ -27,7 +24,7 @@ class WorkerTuner(Autotuner):
     trials: dict[str, dict[str, Any]]  # config -> its hook and grid
 
     def _config_hook(self, config: Mapping[str, Any]) -> Callable | None:
-        t = getattr(self, "trials", {}).get(_key(config))  # set by _Worker once the tuner is built
+        t = getattr(self, "trials", {}).get(config_id(config))  # set by _Worker once the tuner is built
         if t is None:
             return self.hook
         self.grid = t["grid"]  # read when the launch runs, which follows this at once
@@ -64,7 +61,7 @@ class _Worker:
         # as in-process, isolation.py); else none: the tuner built here has a one-config default
         # list of its own, which the check would take for the author's
         tuner._list = [dict(d) for d in setup.get("list") or ()]
-        tuner.trials = {_key(tuner._list[0]): setup["first_trial"]} if tuner._list else {}
+        tuner.trials = {config_id(tuner._list[0]): setup["first_trial"]} if tuner._list else {}
         nargs = dict(zip(tuner.arg_names, args))
         full = {**nargs, **call_kw}
         saved = {n: full[n].clone() for n in tuner.restore_value if full.get(n) is not None}
@@ -73,7 +70,7 @@ class _Worker:
 
     def measure(self, msg: Mapping[str, Any]) -> Measurement:
         self.tuner.hook, self.tuner.grid = msg["hook"], msg["grid"]
-        self.tuner.trials[_key(msg["config"])] = {"hook": msg["hook"], "grid": msg["grid"]}
+        self.tuner.trials[config_id(msg["config"])] = {"hook": msg["hook"], "grid": msg["grid"]}
         if msg["op"] == "remeasure":
             return self.ev.remeasure([msg["config"]])[0]
         return self.ev.evaluate([msg["config"]])[0]

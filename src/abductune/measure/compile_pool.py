@@ -12,17 +12,12 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Mapping, Sequence
 
 from ..problem import Problem
+from ..space import config_id
 from .forkserver import _server_context
 from .replies import CompileResult
 
 # the logger keeps live.py's name from before the split: the CLI's `WARNING name:` lines stay
 log = logging.getLogger("abductune.measure.live")
-
-
-def _config_id(config: Mapping[str, Any]) -> str:
-    """How the compile pool names a config: the evaluator's speculation checks against the
-    pool's `prefetched` by the same name."""
-    return repr(sorted(dict(config).items()))
 
 
 class Compiler:
@@ -57,7 +52,7 @@ class Compiler:
 
     @property
     def prefetched(self) -> set[str]:
-        """Configs (`_config_id`) submitted for the current problem."""
+        """Configs (`space.config_id`) submitted for the current problem."""
         with self._lock:
             return {k[2] for k in self._futures if k[0] != "warm"}
 
@@ -88,7 +83,7 @@ class Compiler:
         return max(0, self.workers - self.busy())
 
     def _key(self, kernel_name: str, problem: Problem, config: Mapping[str, Any]) -> tuple:
-        return (kernel_name, problem.key(), _config_id(config))
+        return (kernel_name, problem.key(), config_id(config))
 
     def _submit(self, kernel_name: str, config: Mapping[str, Any], problem: Problem) -> tuple[cf.Future, bool]:
         """The compile of config: the one already submitted, or a new one (second item True)."""

@@ -22,10 +22,10 @@ from typing import Any, Mapping, Sequence
 
 from ..measurement import Measurement
 from ..problem import Problem
-from ..space import Space
+from ..space import Space, config_id
 from .base import Evaluator
 from .bench_client import BenchWorker, WorkerLost
-from .compile_pool import Compiler, _config_id
+from .compile_pool import Compiler
 # the rest of the live machinery, importable from here as before the split
 from .forkserver import prestart  # noqa: F401
 from .replies import CompileResult
@@ -201,12 +201,12 @@ class LiveEvaluator(Evaluator):
         """What to compile ahead, most likely first: what the strategy said it expects, the
         baselines (measured at the end), then the single-parameter neighbours of this batch
         (what a local search asks next)."""
-        asked = {_config_id(c) for c in configs}
+        asked = {config_id(c) for c in configs}
         out: list[dict] = []
-        self._later = [c for c in self._later if _config_id(c) not in self.compiler.prefetched]
+        self._later = [c for c in self._later if config_id(c) not in self.compiler.prefetched]
         near = [n for c in configs for n in self.space.neighbours(c, 1)]
         for c in list(self._expected) + list(self._later) + near:
-            k = _config_id(c)
+            k = config_id(c)
             if k not in asked:
                 asked.add(k)
                 out.append(dict(c))
