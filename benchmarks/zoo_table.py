@@ -3,7 +3,7 @@
     python benchmarks/zoo_table.py            # prints the markdown table
     python benchmarks/zoo_table.py --json F   # also writes the rows as JSON
 
-Per kernel: origin, class, dtypes, shapes, the space's valid configs, how many were recorded
+Per kernel: origin, class, the GPU it was recorded on, dtypes, shapes, the space's valid configs, how many were recorded
 (all, or a fixed sample), failures, and the time spread of the records (median over records
 of (max - min) / median of its timed runs).
 """
@@ -37,6 +37,7 @@ def rows() -> list[dict]:
         recorded = sample["size"] if sample else valid
         out.append({
             "kernel": kernel, "origin": d0.meta.get("origin", ""), "class": d0.problem.kernel_class,
+            "gpu": ", ".join(sorted({ds.problem.hardware.name for ds in dss if ds.problem.hardware})),
             "dtypes": ",".join(sorted(set(d0.problem.dtypes.values()))),
             "shapes": [ds.name for ds in dss], "valid": valid, "recorded": recorded,
             "sampled": bool(sample),
@@ -48,12 +49,12 @@ def rows() -> list[dict]:
 
 
 def markdown(rs: list[dict]) -> str:
-    lines = ["| kernel | origin | class | dtypes | shapes | valid configs | recorded per shape | "
-             "failed records | spread (median) |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| kernel | origin | class | GPU | dtypes | shapes | valid configs | recorded per shape | "
+             "failed records | spread (median) |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rs:
         rec = f"sample of {r['recorded']}" if r["sampled"] else f"all {r['recorded']}"
         spread = f"{100 * r['spread_median']:.1f}%" if r["spread_median"] is not None else "-"
-        lines.append(f"| `{r['kernel']}` | {r['origin']} | {r['class']} | {r['dtypes']} | "
+        lines.append(f"| `{r['kernel']}` | {r['origin']} | {r['class']} | {r['gpu']} | {r['dtypes']} | "
                      f"{len(r['shapes'])}: {', '.join(r['shapes'])} | {r['valid']} | {rec} | "
                      f"{r['failed']} of {r['records']} | {spread} |")
     return "\n".join(lines)
