@@ -166,6 +166,8 @@ class FakeGPU:
         for cls in inductor._classes().values():
             monkeypatch.setattr(cls, "_precompile_config", lambda self, cfg: Result(cfg))
             monkeypatch.setattr(cls, "bench", bench)
+        # every config is timed by `bench` above (on a GPU a kernel is timed alone instead)
+        monkeypatch.setattr(inductor, "_alone_timer", lambda tuner, args, kwargs: None)
         return self
 
 
@@ -789,3 +791,66 @@ def test_a_search_runs_under_the_ptxas_watch(tmp_path, monkeypatch):
         prime(t)
         t.run("in", "out", 300, 5000, 300, stream=0)
         assert h.stats["searches"] == 1 and entered == ["in", "out"]
+
+
+def test_timing_alone_answers_nothing_from_inductor_and_writes_nothing_into_its_cache():
+    """With a timer of the launcher alone (`inductor._alone_timer`, on a GPU), every config is
+    timed by it: Inductor's own timings, taken through its bench's copies, are not mixed in."""
+    from abductune.integrations.inductor_measure import LaunchEvaluator
+
+    desc = K.describe("reduction", {"x": 64, "r0_": 4096}, {"XBLOCK": 1, "R0_BLOCK": 2048}, {}, DEV,
+                      src_hash="b" * 16, dtype="fp32")
+    own = triton_heuristics.Config({"XBLOCK": 1, "R0_BLOCK": 2048}, num_warps=16, num_stages=1)
+    other = {"XBLOCK": 4, "R0_BLOCK": 1024, "num_warps": 8}
+
+    class Tuner:
+        lock = __import__("threading").Lock()
+        coordesc_tuner = triton_heuristics.CoordescTuner(size_hints={"x": 64, "r0_": 4096})
+        benchmark_failure_reasons: dict = {}
+
+        def _precompile_config(self, cfg):
+            return type("R", (), {"make_launcher": lambda _: FakeLauncher(cfg)})()
+
+        def bench(self, launcher, *args):
+            raise AssertionError("timed through Inductor's bench")
+
+    tuner = Tuner()
+    tuner.coordesc_tuner.cache_benchmark_result(own, 9.0)  # Inductor timed its pick (through its copies)
+    timed = []
+
+    def alone(launcher):
+        timed.append(launcher.config.kwargs["XBLOCK"])
+        return 1.0 + launcher.config.kwargs["XBLOCK"]
+
+    start = FakeLauncher(own)
+    ev = LaunchEvaluator(tuner, start, desc, ("in", "out", 64, 4096), alone=alone)
+    ms = ev.evaluate([{"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 16}, other])
+    assert [m.time_ms for m in ms] == [2.0, 5.0] and timed == [1, 4] and ev.answered == 0
+    assert ev.answers([other]) == []
+    assert tuner.coordesc_tuner.lookup_in_cache(ev.triton_config(other)) is None
+    # without it, Inductor's timing of its pick answers, as before
+    ev2 = LaunchEvaluator(tuner, start, desc, ("in", "out", 64, 4096))
+    assert ev2.evaluate([{"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 16}])[0].time_ms == 9.0 and ev2.answered == 1
+
+
+def test_no_alone_timer_where_inductor_zeroes_arguments_or_there_is_no_gpu():
+    import torch
+
+    class Zeroes:
+        reset_to_zero_arg_names = ["out_ptr0"]
+
+    assert inductor._alone_timer(Zeroes(), (), {}) is None
+
+    class Mutates:
+        reset_to_zero_arg_names: list = []
+        mutated_arg_names = ["in_out_ptr0"]
+        fn = type("Fn", (), {"arg_names": ["in_out_ptr0", "xnumel"]})()
+
+        def maybe_clone_args(self, exclude, *args, **kwargs):
+            return list(args), dict(kwargs)
+
+        def get_device_interface(self):
+            raise RuntimeError("no GPU here")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: the timer is built")
+    assert inductor._alone_timer(Mutates(), (torch.zeros(4), 4), {}) is None

@@ -340,7 +340,9 @@ def _finish_kernel(tuner: Any, handle: Handle, launcher: Any, args: tuple, kwarg
     t0 = time.perf_counter()
     won = K.stored_winner(handle.store, desc, handle.toolchain, settings.min_us)
     evaluator = AheadLaunchEvaluator if settings.compile_ahead and won is None else LaunchEvaluator
-    ev = evaluator(tuner, launcher, desc, args, kwargs, reuse=first)
+    alone = _alone_timer(tuner, args, kwargs) if won is None else None
+    ev = evaluator(tuner, launcher, desc, args, kwargs, reuse=first, alone=alone)
+    entry["timing"] = "alone" if alone is not None else "inductor's bench"
     if won is not None:
         handle.stats["store_hits"] += 1
         if first:  # the load-time lookup should have answered: say what it saw
@@ -404,6 +406,60 @@ def _keep(ev: LaunchEvaluator, desc: K.KernelDesc, tuner: Any, handle: Handle, s
     log.info("abductune.inductor: %s %s: Inductor's %s kept (%.1f us, under %s us; %d configs stored)",
              desc.problem.kernel, desc.size_hints, K.describe_config(start, desc.fields),
              (pick.time_ms or 0.0) * 1e3, handle.settings.min_us, len(rows))
+
+
+# the share of the GPU's free memory a kernel's mutated arguments may take when cloned once to
+# time it alone (`_alone_timer`); past it they are timed through Inductor's bench, which copies
+# them to the CPU instead where a clone would raise its peak memory
+ALONE_MEMORY_SHARE = 0.5
+# Inductor's own limit on a config's spilled registers before its bench refuses it (CUDA's)
+SPILL_THRESHOLD = 16
+
+
+def _alone_timer(tuner: Any, args: tuple, kwargs: Mapping[str, Any]) -> Any:
+    """A function that times a launcher of `tuner`'s kernel by itself, for
+    `LaunchEvaluator(alone=)`, or None where it cannot (then Inductor's `bench` times it).
+
+    Why: Inductor's `bench` clones every argument the kernel mutates inside each timed call
+    (and where a clone would raise the peak memory, copies it back from pinned CPU memory
+    there instead). On an H200 (session 34) the kernels the `min_us` gate searched read 109 to
+    198 us a launch through it while the step's profile had them at 6 to 17 us: the copies
+    and their launches, not the configs, set the times compared. Here the mutated arguments
+    are cloned once, out of the timed call, and the launcher alone runs on the clones (a kernel
+    writing in place then runs on its own output again: the values change, the work does not).
+    Not where Inductor zeroes arguments before each run, nor where the clones would take more
+    than ALONE_MEMORY_SHARE of the free GPU memory. A config past Inductor's spill limit goes to
+    `bench`, which refuses it without timing, as it would."""
+    if getattr(tuner, "reset_to_zero_arg_names", None):
+        return None
+    try:
+        import torch
+        from torch._inductor.runtime.benchmarking import benchmarker
+
+        mutated = set(getattr(tuner, "mutated_arg_names", None) or ())
+        named = list(zip(tuner.fn.arg_names, args)) + list(kwargs.items())
+        need = sum(a.untyped_storage().nbytes() for n, a in named if n in mutated and isinstance(a, torch.Tensor))
+        if need and need > ALONE_MEMORY_SHARE * torch.cuda.mem_get_info()[0]:
+            return None
+        cargs, ckwargs = tuner.maybe_clone_args(set(), *args, **kwargs)
+        device = tuner.get_device_interface()
+        stream = device.get_raw_stream(device.current_device())
+    except Exception as e:  # noqa: BLE001 - no GPU, or an Inductor without these: its bench times
+        log.debug("abductune.inductor: timing through Inductor's bench: %s: %s", type(e).__name__, e)
+        return None
+    threshold = (getattr(tuner, "inductor_meta", None) or {}).get("spill_threshold", SPILL_THRESHOLD)
+
+    def alone(launcher: Any) -> float:
+        if not getattr(tuner, "custom_kernel", False) and (getattr(launcher, "n_spills", 0) or 0) > threshold:
+            return float(tuner.bench(launcher, *args, **kwargs))
+
+        def call() -> None:
+            launcher(*cargs, **ckwargs, stream=stream)
+        try:  # what Inductor's bench passes (torch 2.13); an older benchmarker takes no such keywords
+            return float(benchmarker.benchmark(fn=call, device="cuda", rep=40, is_vetted_benchmarking=True))
+        except TypeError:
+            return float(benchmarker.benchmark_gpu(call))
+    return alone
 
 
 def _warmer(tuner: Any) -> Any:

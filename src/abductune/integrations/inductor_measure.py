@@ -53,12 +53,19 @@ class LaunchEvaluator(Evaluator):
     """Measures space configs of one kernel through its Inductor autotuner (module docstring).
     `start`: the launcher Inductor picked (its config is the base every config is built on).
     `reuse`: answer from the timings Inductor took on this launch's shape (False for another
-    size bucket of a dynamic kernel: Inductor's cache is keyed by config alone)."""
+    size bucket of a dynamic kernel: Inductor's cache is keyed by config alone).
+    `alone`: times a launcher by itself (`inductor._alone_timer`: on arguments cloned once, out
+    of the timed call) instead of Inductor's `bench`, whose timed call clones or copies back
+    from the CPU every argument the kernel mutates (session 34 read 7-18x a kernel's own time
+    through it on an H200). Its times are not Inductor's: with it, nothing is answered from
+    Inductor's timings or written into its cache, so every config compared was timed alike."""
 
     def __init__(self, tuner: Any, start: Any, desc: KernelDesc, args: Sequence[Any],
                  kwargs: Mapping[str, Any] | None = None, reuse: bool = True,
-                 warm: Callable[[list[Any]], list[Any]] | None = None):
+                 warm: Callable[[list[Any]], list[Any]] | None = None,
+                 alone: Callable[[Any], float] | None = None):
         self.tuner = tuner
+        self.alone = alone
         self.desc = desc
         self.space = desc.space
         self.problem = desc.problem
@@ -66,7 +73,7 @@ class LaunchEvaluator(Evaluator):
         self.kwargs = dict(kwargs or {})
         self.base = start.config
         self.clock = 0.0
-        self.reuse = reuse
+        self.reuse = reuse and alone is None
         self.warm = warm
         self.compiled = 0  # configs compiled here (Inductor's own timings cost nothing)
         self.warmed = 0  # of those, compiled ahead in a worker (a cache hit here)
@@ -129,6 +136,8 @@ class LaunchEvaluator(Evaluator):
         return self._launchers[k]
 
     def _bench(self, launcher: Any) -> float:
+        if self.alone is not None:
+            return float(self.alone(launcher))
         return float(self.tuner.bench(launcher, *self.args, **self.kwargs))
 
     def _failed(self, cfg: Mapping[str, Any], e: BaseException, stage: str) -> Measurement:
