@@ -112,6 +112,8 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         self._inert_cache: tuple[int, frozenset[str]] | None = None  # (measurements, inert parameters)
         self.exhausted: list[Config] = []  # generic mode: incumbents where the local search stalled
         self._cannot_run: dict[tuple, str | None] = {}  # config key -> why it cannot launch (None: it can)
+        self._spill_cache: dict[tuple, str | None] = {}  # config key -> why it spills (None: it does not)
+        self._passed_over: set[tuple] = set()  # space-filling draws sent to the back for spilling (`_lhs_draw`)
         self.distrusted = False  # the theories have not earned trust on this kernel (`_global_slots`)
         self.explore_share = 0  # slots of the last batch that explored the whole space (`_global_slots`)
         # per side, [tests that beat the incumbent beyond noise, tests] (`_tally_sides`)
@@ -224,7 +226,7 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         if self.explore_start is None:
             self.explore_start = latin_hypercube(self.space, self.s.seeded_startup, self.ctx.np_rng)
         out: list[tuple[Config, bool]] = []
-        while len(out) < n and (drawn := self._explore_draw(taken, cold=True)) is not None:
+        while len(out) < n and (drawn := self._explore_draw(taken)) is not None:
             out.append(drawn)
         return out
 
