@@ -56,7 +56,7 @@ class LaunchEvaluator(Evaluator):
     size bucket of a dynamic kernel: Inductor's cache is keyed by config alone).
     `alone`: times a launcher by itself (`inductor._alone_timer`: on arguments cloned once, out
     of the timed call) instead of Inductor's `bench`, whose timed call clones or copies back
-    from the CPU every argument the kernel mutates (session 34 read 7-18x a kernel's own time
+    from the CPU every argument the kernel mutates (session 34 read 6-20x a kernel's own time
     through it on an H200). Its times are not Inductor's: with it, nothing is answered from
     Inductor's timings or written into its cache, so every config compared was timed alike."""
 
