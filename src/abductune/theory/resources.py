@@ -13,7 +13,8 @@ It answers two questions before a measurement is spent:
 - **Will it spill badly?** (`spills`) The fp32 accumulator of an M x N output tile is spread
   over the program's threads; past `ACC_MAX` values per thread, a thread's 255 registers
   cannot hold it beside addresses and operands, and ptxas spills most of it to local memory:
-  the config runs, slowly. Predictions and seeds avoid it; the search may still measure it.
+  the config runs, slowly. Predictions and seeds avoid it; abduction's draws and moves take it only after every
+  other candidate.
   At exactly `ACC_MAX` ptxas spills a little, and on Hopper those configs (a 128 x 256 tile
   on 8 warps) are often the fastest: they are not avoided. But a block's threads share 64 K
   registers (`reg_cap`: 128 each at 16 warps), and an accumulator that fills a thread's share
