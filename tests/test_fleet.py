@@ -501,7 +501,8 @@ def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/status") as f:
             return "\nState:\tZ" not in f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
+        # A process that exits between the open and the read makes the read fail with ESRCH.
         return False
 
 
