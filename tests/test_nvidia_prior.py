@@ -120,6 +120,21 @@ def test_gpu_and_precision_mapping(nv):
     assert nvidia.layout_name(mm(64, 64, 64), layout="NT") == "NT_ROW_MAJOR"
 
 
+def test_precision_reads_pointer_names_as_the_cost_model_does():
+    """Pure name reading (no model needed): `c_ptr` is the output and `a_scale_ptr` a side input,
+    the names `costs` reads a product's operands by; an fp32 output on fp16 operands is HSS."""
+    from abductune import costs
+
+    p = Problem(kernel="p", kernel_class="matmul", dims={"M": 64, "N": 64, "K": 64},
+                dtypes={"a_ptr": "fp16", "b_ptr": "fp16", "c_ptr": "fp32"})
+    assert nvidia.precision_string(p) == "HSS"
+    q = Problem(kernel="q", kernel_class="quantized_matmul", dims={"M": 64, "N": 64, "K": 64},
+                dtypes={"out_ptr": "bf16", "a_ptr": "fp8", "a_scale_ptr": "fp32", "b_ptr": "fp8",
+                        "b_scale_ptr": "fp32"})
+    assert nvidia.precision_string(q) == "QQTST"
+    assert costs.product_operand_bytes(q.dtypes) == (1.0, 1.0)
+
+
 # ------------------------------------------------------------------------ top-1 and top-k
 
 def test_top1_is_valid_in_every_bundled_matmul_space(nv):

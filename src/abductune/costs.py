@@ -62,10 +62,11 @@ def operand_bytes(dtypes: Mapping[str, str]) -> tuple[float, float, float]:
 # tensors it reads beside its two operands (scales, zero points, bias, routing indices): read off
 # the public signatures of the libraries in the zoo, not fitted
 OUTPUT_NAMES = frozenset({"c", "out", "output", "y", "o", "d", "dst", "result", "res"})
-SIDE_WORDS = ("scale", "zero", "zp", "bias", "idx", "index", "indices", "offset", "sorted", "expert", "mask")
+SIDE_WORDS = ("scale", "zero", "zp", "bias", "idx", "index", "indices", "offset", "sorted", "expert", "mask", "pair")
 
 
-def _bare(name: str) -> str:
+def bare_name(name: str) -> str:
+    """A tensor argument's name, lower case, without a `_ptr` / `ptr` suffix."""
     n = name.lower()
     for suffix in ("_ptr", "ptr"):
         if n.endswith(suffix) and len(n) > len(suffix):
@@ -80,7 +81,7 @@ def product_operand_bytes(dtypes: Mapping[str, str]) -> tuple[float, float]:
     taken for an fp8 A, and the resource model refused fp8 configs that fit). By position where
     the names leave fewer than one operand."""
     t = tensor_dtypes(dtypes)
-    ins = [n for n in t if _bare(n) not in OUTPUT_NAMES and not any(w in _bare(n) for w in SIDE_WORDS)]
+    ins = [n for n in t if bare_name(n) not in OUTPUT_NAMES and not any(w in bare_name(n) for w in SIDE_WORDS)]
     if not ins:
         sa, sb, _ = operand_bytes(dtypes)
         return sa, sb

@@ -71,6 +71,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..classify import batch_dims, classify, dtype_family
+from ..costs import OUTPUT_NAMES, SIDE_WORDS, bare_name
 from ..errors import AbductuneError, InvalidSeed, SpaceError
 from ..hardware import HardwareInfo, as_hardware
 from ..problem import Problem
@@ -97,8 +98,6 @@ MIN_ASK = 16
 _LETTERS = {"fp16": "H", "float16": "H", "half": "H", "f16": "H", "bf16": "T", "bfloat16": "T",
             "fp32": "S", "float32": "S", "f32": "S", "float": "S", "tf32": "S",
             "int8": "B", "i8": "B", "s8": "B"}
-_OUTPUT_NAMES = ("c", "out", "y", "o", "d", "output", "result", "res")
-_SIDE_WORDS = ("scale", "zero", "zp", "bias", "sorted", "idx", "index", "expert", "pair", "offset")
 
 
 def _module() -> Any | None:
@@ -165,10 +164,10 @@ def _operands(problem: Problem) -> tuple[list[str], str | None]:
     ins: list[str] = []
     out = None
     for name, dt in problem.dtypes.items():
-        n = name.lower()
-        if n in _OUTPUT_NAMES:
+        n = bare_name(name)  # the names `costs` reads a product's operands by, so both agree
+        if n in OUTPUT_NAMES:
             out = dt
-        elif any(w in n for w in _SIDE_WORDS) or dtype_family(dt) in ("int32", "int64"):
+        elif any(w in n for w in SIDE_WORDS) or dtype_family(dt) in ("int32", "int64"):
             continue
         elif len(ins) < 2:
             ins.append(dt)
