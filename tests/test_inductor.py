@@ -27,6 +27,7 @@ pytest.importorskip("triton", reason="Inductor's Triton kernels need triton")
 from abductune.errors import AbductuneError  # noqa: E402
 from abductune.integrations import inductor  # noqa: E402
 from abductune.integrations import inductor_kernels as K  # noqa: E402
+from abductune.integrations import inductor_report as R  # noqa: E402
 from abductune.store import Context, Store  # noqa: E402
 
 if inductor.torch_version(torch.__version__) < inductor.SUPPORTED[0] or \
@@ -297,7 +298,7 @@ def test_the_package_exposes_the_module():
 @pytest.mark.parametrize("name", ["triton_per_fused_0", "triton_red_fused_1", "triton_poi_fused_gelu_2"])
 def test_candidates_go_ahead_of_inductors_list(tmp_path, name):
     own = plain_configs(name)
-    with inductor.enable(store=tmp_path / "s.sqlite", candidates=2):
+    with inductor.enable(store=tmp_path / "s.sqlite", candidates=2, min_us=0):  # these kernels are small
         t = load(name)
     got = [(dict(c.kwargs), c.num_warps) for c in t.configs]
     assert got[len(got) - len(own):] == own, "Inductor's own list is kept, after abductune's"
@@ -313,6 +314,29 @@ def test_candidates_go_ahead_of_inductors_list(tmp_path, name):
     if heuristic == "persistent_reduction":  # the row is the block: never in the config
         assert all("R0_BLOCK" not in kw for kw, _ in got)
     assert t.inductor_meta["coordinate_descent_tuning"] is True  # the finish is asked for
+
+
+def test_candidates_only_where_a_kernels_traffic_reaches_min_us(tmp_path):
+    """Each candidate is one more compile and one more timing at the first launch: a kernel whose
+    bytes at the GPU's bandwidth take less than `min_us` keeps Inductor's list alone; Inductor's
+    own byte estimate (`kernel_num_gb`) counts where it gives one; the report says which."""
+    hw = K.hardware({"type": "cuda", "multi_processor_count": 132, "cc": 90}, "NVIDIA H100 80GB HBM3")
+    sig = {"in_ptr0": "*bf16", "out_ptr0": "*bf16", "xnumel": "i32", "XBLOCK": "constexpr"}
+    gelu = K.traffic_us({"x": 1 << 20}, sig, {}, hw)
+    assert gelu == pytest.approx((1 << 20) * 4 / hw.mem_bandwidth * 1e6)  # 4 MB: about 1.25 us on an H100
+    assert K.traffic_us({"x": 1 << 20}, sig, {"kernel_num_gb": 1.0}, hw) == pytest.approx(1e15 / hw.mem_bandwidth)
+    assert K.traffic_us({"x": 1 << 20}, sig, {}, None) is None
+    assert not K.worth_candidates(gelu, 100.0) and K.worth_candidates(gelu, 0.0) and K.worth_candidates(None, 100.0)
+    assert K.worth_candidates(K.traffic_us({"x": 1 << 28}, sig, {}, hw), 100.0)  # 1 GB: about 320 us
+    own = plain_configs("triton_poi_fused_gelu_2")
+    with inductor.enable(store=tmp_path / "s.sqlite", candidates=2) as h:  # min_us 100 by default
+        t = load("triton_poi_fused_gelu_2")
+        assert [(dict(c.kwargs), c.num_warps) for c in t.configs] == own
+        assert t._abt.candidates == 0 and t._abt.estimate_us == pytest.approx(gelu)
+    with inductor.enable(store=tmp_path / "s.sqlite", candidates=2, min_us=1.0):
+        assert len(load("triton_poi_fused_gelu_2", "\n# again\n").configs) > len(own)  # 1.25 us >= 1 us
+    entry = R.loaded("k", "pointwise", {"x": 1}, 1, 0, 0.0, 0.0, False, gelu)
+    assert entry["estimate_us"] == round(gelu, 3)
 
 
 def test_candidates_read_the_kernels_class_and_size_hints():
@@ -467,7 +491,7 @@ def test_a_search_that_fails_keeps_inductors_winner(tmp_path, monkeypatch):
 
 def test_after_undo_a_kernel_behaves_as_inductor_would(tmp_path, monkeypatch):
     gpu = FakeGPU({"XBLOCK": 2}).install(monkeypatch)
-    with inductor.enable(store=tmp_path / "s.sqlite"):
+    with inductor.enable(store=tmp_path / "s.sqlite", min_us=0):
         t = prime(load("triton_red_fused_1"))
     n = len(t.launchers)
     assert n >= 2  # abductune's candidates and Inductor's list

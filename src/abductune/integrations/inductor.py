@@ -137,7 +137,8 @@ def enable(store: Store | str | os.PathLike[str] | None = None, strategy: str = 
     process (module docstring). `store`: a Store or a path (None: the default store,
     `$ABDUCTUNE_STORE`); a file lets every process share what was tuned. `budget`:
     evaluations (an int) or a `Budget` per kernel and shape. `candidates`: how many of
-    abductune's configs go ahead of Inductor's list. `per_shape`: under dynamic shapes, a
+    abductune's configs go ahead of Inductor's list, for a kernel whose bytes at the GPU's
+    bandwidth take `min_us` or more (`inductor_kernels.worth_candidates`). `per_shape`: under dynamic shapes, a
     config per size-hint bucket. `compile_ahead`: compile the finish's configs in Inductor's
     compile workers, ahead of the search (experimental: no gain measured yet, see
     docs/INDUCTOR.md). `min_us`: search only kernels whose pick Inductor timed at this many
@@ -275,11 +276,14 @@ def _plan(a: dict[str, Any], settings: K.Settings) -> dict[str, Any] | None:
     desc = _describe(heuristic, a.get("size_hints"), first, tmeta, meta, "0" * 16)
     ours = []
     base = desc.config_of(first.kwargs, first.num_warps)
-    for cfg, source in K.candidates(desc, base, settings.candidates):
+    estimate = K.traffic_us(a.get("size_hints"), tmeta.get("signature") or {}, meta, desc.problem.hardware)
+    limit = settings.candidates if K.worth_candidates(estimate, settings.min_us) else 0
+    for cfg, source in K.candidates(desc, base, limit):
         ours.append(config_like(first, *desc.kwargs_of(cfg, first.kwargs)))
         log.debug("abductune.inductor: %s candidate %s (%s)", meta.get("kernel_name"), cfg, source)
     state = _KernelState(settings, heuristic, tuple((dict(c.kwargs), int(c.num_warps)) for c in configs),
-                         bool(meta.get("coordinate_descent_tuning")), len(ours), time.perf_counter() - t0)
+                         bool(meta.get("coordinate_descent_tuning")), len(ours), time.perf_counter() - t0,
+                         estimate)
     meta["coordinate_descent_tuning"] = True  # where Inductor would run coordinate descent, we finish
     return {**a, "configs": ours + configs, "caching_autotuner_cls": functools.partial(_make_autotuner, state)}
 
@@ -308,7 +312,8 @@ def _finish(tuner: Any, handle: Handle, launcher: Any, args: tuple, kwargs: dict
         entry = R.loaded(str(tuner.inductor_meta.get("kernel_name")), tuner._abt.heuristic, tuner.size_hints,
                          len(getattr(tuner, "_abt_listed", ())), getattr(tuner._abt, "candidates", 0),
                          getattr(tuner._abt, "plan_s", 0.0) if first else 0.0,
-                         getattr(tuner, "_abt_lookup_s", 0.0) if first else 0.0, False)
+                         getattr(tuner, "_abt_lookup_s", 0.0) if first else 0.0, False,
+                         getattr(tuner._abt, "estimate_us", None))
         handle.report.append(entry)
         if first:
             tuner._abt_report = entry

@@ -52,12 +52,13 @@ def _device_name(props: Mapping[str, Any]) -> str | None:
 
 class _KernelState:
     """What a kernel's autotuner keeps of the plan (it pickles with it): Inductor's own list,
-    how many of abductune's candidates went ahead of it, and what planning cost."""
+    how many of abductune's candidates went ahead of it, what planning cost, and the launch
+    time its traffic gave (`inductor_kernels.traffic_us`; None without one)."""
 
     def __init__(self, settings: K.Settings, heuristic: str, inductor: tuple, user_coordesc: bool,
-                 candidates: int = 0, plan_s: float = 0.0):
+                 candidates: int = 0, plan_s: float = 0.0, estimate_us: float | None = None):
         self.settings, self.heuristic, self.inductor, self.user_coordesc = settings, heuristic, inductor, user_coordesc
-        self.candidates, self.plan_s = candidates, plan_s
+        self.candidates, self.plan_s, self.estimate_us = candidates, plan_s, estimate_us
 
 
 def _make_autotuner(state: _KernelState, fn: Any, *args: Any, **kw: Any) -> Any:
@@ -154,7 +155,7 @@ def _classes() -> dict[str, type]:
             self._abt_report = R.loaded(str(self.inductor_meta.get("kernel_name")), self._abt.heuristic,
                                         self.size_hints, listed, getattr(self._abt, "candidates", 0),
                                         getattr(self._abt, "plan_s", 0.0), getattr(self, "_abt_lookup_s", 0.0),
-                                        self._abt_stored)
+                                        self._abt_stored, getattr(self._abt, "estimate_us", None))
             handle.report.append(self._abt_report)
 
         def coordinate_descent_tuning(self, launcher: Any, *args: Any, **kwargs: Any) -> Any:

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..classify import next_pow2
+from ..costs import element_bytes
 from ..hardware import KNOWN_GPUS, HardwareInfo, from_properties, lookup
 from ..problem import Problem
 from ..space import Choice, Config, Param, Pow2, Space
@@ -473,6 +474,38 @@ def stored_winner(store: Any, desc: KernelDesc, toolchain: str, min_us: float | 
 
 # the note of a run that kept Inductor's pick without searching (see DEFAULT_MIN_US)
 KEPT = "inductor's pick kept: below min_us"
+
+
+def traffic_us(size_hints: Mapping[str, int] | None, signature: Mapping[str, Any], meta: Mapping[str, Any],
+               hw: HardwareInfo | None) -> float | None:
+    """What one launch of a kernel takes at the GPU's memory bandwidth, known before anything
+    runs: Inductor's own estimate of the bytes it moves (`kernel_num_gb`, present when Inductor
+    benchmarks kernels), else its iteration space (the product of its size hints, which Inductor
+    rounds up to powers of two) times one element of every pointer argument, each tensor counted
+    as read or written in full (a broadcast or reduced tensor moves less, so this overstates the
+    bytes). None without a bandwidth or a size."""
+    bw = getattr(hw, "mem_bandwidth", None)
+    if not bw or not finite(bw) or bw <= 0:
+        return None
+    gb = meta.get("kernel_num_gb")
+    if finite(gb) and gb > 0:
+        return float(gb) * 1e9 / bw * 1e6
+    numel = math.prod(int(v) for v in (size_hints or {}).values() if isinstance(v, int) and v > 0)
+    per = sum(element_bytes(str(t).lstrip("*")) for t in signature.values() if str(t).startswith("*"))
+    if numel <= 0 or per <= 0:
+        return None
+    return numel * per / bw * 1e6
+
+
+def worth_candidates(estimate_us: float | None, min_us: float | None) -> bool:
+    """Whether to put abductune's candidates ahead of Inductor's list: each is one more config
+    for Inductor's workers to compile and for its benchmark to time at the first launch, spent
+    on every kernel of a model. Only where the finish could search (`worth_searching`): a kernel
+    whose traffic at full bandwidth (`traffic_us`, an overstatement) stays under `min_us` keeps
+    Inductor's list as it is. Without an estimate or a threshold, candidates are offered."""
+    if not min_us or estimate_us is None:
+        return True
+    return estimate_us >= float(min_us)
 
 
 def worth_searching(inductor_ms: float | None, min_us: float | None) -> bool:

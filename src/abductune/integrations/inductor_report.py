@@ -28,12 +28,14 @@ COUNTS = ("evaluations", "compiled", "answered")
 
 
 def loaded(name: str, heuristic: str, size_hints: Mapping[str, int] | None, listed: int, candidates: int,
-           plan_s: float, lookup_s: float, stored: bool) -> dict[str, Any]:
+           plan_s: float, lookup_s: float, stored: bool, estimate_us: float | None = None) -> dict[str, Any]:
     """The entry of a kernel that reached this process: `listed` configs for Inductor to compile
     and time (`candidates` of them abductune's), what planning and the store lookup cost in the
-    compile worker, and whether the store answered there."""
+    compile worker, whether the store answered there, and the launch time its traffic gave at
+    full bandwidth (`estimate_us`, which decides whether candidates are offered)."""
     return {"name": name, "heuristic": heuristic, "size_hints": dict(size_hints or {}), "listed": int(listed),
-            "candidates": int(candidates), "worker_plan_s": float(plan_s), "worker_lookup_s": float(lookup_s),
+            "candidates": int(candidates), "estimate_us": None if estimate_us is None else round(float(estimate_us), 3),
+            "worker_plan_s": float(plan_s), "worker_lookup_s": float(lookup_s),
             "decision": "stored" if stored else "not_launched"}
 
 
