@@ -329,7 +329,7 @@ def test_candidates_only_where_a_kernels_traffic_reaches_min_us(tmp_path):
     assert not K.worth_candidates(gelu, 100.0) and K.worth_candidates(gelu, 0.0) and K.worth_candidates(None, 100.0)
     assert K.worth_candidates(K.traffic_us({"x": 1 << 28}, sig, {}, hw), 100.0)  # 1 GB: about 320 us
     own = plain_configs("triton_poi_fused_gelu_2")
-    with inductor.enable(store=tmp_path / "s.sqlite", candidates=2) as h:  # min_us 100 by default
+    with inductor.enable(store=tmp_path / "s.sqlite", candidates=2):  # min_us 100 by default
         t = load("triton_poi_fused_gelu_2")
         assert [(dict(c.kwargs), c.num_warps) for c in t.configs] == own
         assert t._abt.candidates == 0 and t._abt.estimate_us == pytest.approx(gelu)
