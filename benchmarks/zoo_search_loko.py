@@ -7,7 +7,7 @@ exploring share draws from the ranker's order (`Knowledge.prior`), and these say
 search makes of the same knowledge, spent first.
 
     python benchmarks/zoo_search_loko.py OUT.json [--datasets GLOB ...] [--strategy abduction,random,tpe,pattern]
-        [--budget 8,16,64] [--repeats 20] [--procs 2] [--ranker-seeded random,tpe]
+        [--budget 8,16,64] [--repeats 20] [--procs 2] [--ranker-seeded random,tpe] [--options JSON]
 
 Without --datasets: every zoo kernel's shapes (`abductune.datasets.zoo`) and the bundled data.
 """
@@ -40,7 +40,7 @@ def _nearest_bests(ds, path: Path, n: int) -> list:
 
 
 def _one(job: tuple) -> list[dict]:
-    path, label, strategies, budgets, repeats, fair, stored = job
+    path, label, strategies, budgets, repeats, fair, stored, options = job
     from abductune.cli.replay import _replay_prior, _replay_seeds
     from abductune.datasets.public import load_any
     from abductune.evaluate import compare_on_dataset
@@ -50,7 +50,7 @@ def _one(job: tuple) -> list[dict]:
     seeds_fn = functools.partial(_replay_seeds, holdout="kernel")
     prior_fn = functools.partial(_replay_prior, holdout="kernel")
     cells = compare_on_dataset(ds, strategies, budgets, repeats, 0, seeds_fn=seeds_fn, prior_fn=prior_fn,
-                               label=label) if strategies else []
+                               label=label, options=options) if strategies else []
     out = [c.to_dict() for c in cells]
     seeds = seeds_fn(ds) if fair or stored else []
     if fair:
@@ -92,7 +92,14 @@ def main() -> None:
     ap.add_argument("--store-seeded", default="",
                     help="strategies to rerun with the winners of the kernel's nearest other recorded shapes "
                          "as the first seeds (what the decorator does for a kernel tuned before)")
+    ap.add_argument("--options", default="{}",
+                    help='strategy options as JSON, per strategy name: \'{"abduction": {"centre_roles": []}}\'')
     a = ap.parse_args()
+    try:
+        options = json.loads(a.options)
+        assert isinstance(options, dict) and all(isinstance(v, dict) for v in options.values())
+    except (ValueError, AssertionError):
+        ap.error(f"--options must be a JSON object of strategy name -> options object, got {a.options!r}")
     from abductune.cli.replay import _unique_labels
     from abductune.datasets.zoo import zoo_kernels
 
@@ -106,7 +113,7 @@ def main() -> None:
     budgets = sorted(int(b) for b in a.budget.split(","))
     fair = [s for s in a.ranker_seeded.split(",") if s]
     stored = [s for s in a.store_seeded.split(",") if s]
-    jobs = [(str(p), labels[p], strategies, budgets, a.repeats, fair, stored) for p in paths]
+    jobs = [(str(p), labels[p], strategies, budgets, a.repeats, fair, stored, options) for p in paths]
     cells: list[dict] = []
     with Pool(a.procs) as pool:
         for i, got in enumerate(pool.imap(_one, jobs)):
@@ -116,7 +123,7 @@ def main() -> None:
     Path(a.out).write_text(json.dumps(
         {"datasets": [str(p) for p in paths], "labels": [labels[p] for p in paths], "strategies": names,
          "budgets": budgets, "repeats": a.repeats, "seed": 0, "seconds": None, "noise": False,
-         "seeds": "heuristics", "holdout": "kernel", "cells": cells}, indent=1))
+         "seeds": "heuristics", "holdout": "kernel", "options": options, "cells": cells}, indent=1))
     print(f"wrote {a.out}")
 
 

@@ -319,6 +319,39 @@ def test_latin_hypercube_covers_every_parameter_with_valid_distinct_configs():
     assert len({c["BLOCK_M"] for c in cs}) >= 4 and len({c["num_stages"] for c in cs}) >= 4
 
 
+def test_latin_hypercube_leans_to_the_middle_only_for_the_roles_asked():
+    """With `centre`, a warps parameter of five values gets its ends drawn about 0.37 as often as
+    its middle (`centre_weights`), never not at all; a parameter whose role is not asked for
+    stays even; without `centre` every parameter is even."""
+    import numpy as np
+
+    from abductune.search.abduction.model import centre_weights
+    from abductune.space import Choice, Space
+
+    w = centre_weights(5) / centre_weights(5).sum()
+    assert w[0] == pytest.approx(w[-1]) and w[0] / w[2] == pytest.approx(np.exp(-1))
+    assert list(centre_weights(2)) == [1.0, 1.0]
+    space = Space([Choice("BLOCK", [16, 32, 64, 128, 256]), Choice("num_warps", [1, 2, 4, 8, 16]),
+                   Choice("num_stages", [1, 2, 3, 4, 5])])
+    assert space["num_warps"].role == "warps" and space["BLOCK"].role != "warps"
+
+    def shares(centre):
+        got = {n: np.zeros(5) for n in space.names}
+        for seed in range(40):
+            for c in latin_hypercube(space, 20, np.random.default_rng(seed), centre):
+                for n in space.names:
+                    got[n][space[n].index(c[n])] += 1
+        return {n: v / v.sum() for n, v in got.items()}
+
+    plain, leaning = shares(()), shares(("warps",))
+    assert all(abs(x - 0.2) < 0.03 for x in plain["num_warps"])
+    assert leaning["num_warps"][0] < 0.15 and leaning["num_warps"][4] < 0.15 and leaning["num_warps"][2] > 0.25
+    assert leaning["num_warps"][0] > 0.05  # still drawn
+    assert all(abs(x - 0.2) < 0.03 for x in leaning["num_stages"]) and all(abs(x - 0.2) < 0.03 for x in leaning["BLOCK"])
+    with pytest.raises(AbductuneError, match="centre_roles"):
+        make_strategy("abduction", centre_roles="warps")
+
+
 # ------------------------------------------------------------------------------ item 7: fair replay
 
 @pytest.mark.parametrize("name", ["coordesc", "pattern", "beam"])

@@ -45,3 +45,23 @@ def test_the_store_seeded_rerun_is_written_beside_the_plain_one(tmp_path: Path):
     assert d["strategies"] == ["random", "random+store"]
     cells = {(c["dataset"], c["strategy"]) for c in d["cells"]}
     assert len(cells) == 4 and all(c["median_ratio"] >= 1.0 for c in d["cells"])
+
+
+def test_strategy_options_reach_the_runs_and_the_json(tmp_path: Path):
+    """`--options` is passed to every run of the strategy it names and written into the JSON; a
+    bad option fails the run naming it, and malformed JSON is refused in one line."""
+    paths = [str(p) for p in zoo_datasets("zoo_rmsnorm_bf16")[:1]]
+    out = tmp_path / "o.json"
+    opts = {"abduction": {"centre_roles": []}}
+    subprocess.run([sys.executable, str(SCRIPT), str(out), "--datasets", *paths, "--strategy", "abduction",
+                    "--budget", "4", "--repeats", "1", "--procs", "1", "--options", json.dumps(opts)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    assert json.loads(out.read_text())["options"] == opts
+    bad = subprocess.run([sys.executable, str(SCRIPT), str(out), "--datasets", *paths, "--strategy", "abduction",
+                          "--budget", "4", "--repeats", "1", "--procs", "1",
+                          "--options", json.dumps({"abduction": {"centre_roles": "warps"}})],
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "centre_roles" in bad.stderr
+    worse = subprocess.run([sys.executable, str(SCRIPT), str(out), "--options", "[1]"],
+                           capture_output=True, text=True, timeout=600)
+    assert worse.returncode == 2 and "--options must be a JSON object" in worse.stderr

@@ -54,6 +54,13 @@ def names(strategy: str, name: str, v: Any, *, allow_none: bool = True) -> list[
     return list(v)
 
 
+def roles(strategy: str, name: str, v: Any) -> tuple[str, ...]:
+    """A list of parameter roles ("warps", "stages", "tile:M", ...), possibly empty."""
+    if isinstance(v, str) or not isinstance(v, Sequence) or not all(isinstance(x, str) for x in v):
+        raise _fail(strategy, name, "a list of parameter roles (e.g. ['warps', 'stages'], or [] for none)", v)
+    return tuple(v)
+
+
 def numeric_map(strategy: str, name: str, v: Any) -> dict[str, float]:
     if v is None:
         return {}

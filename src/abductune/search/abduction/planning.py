@@ -359,7 +359,7 @@ class BatchPlanner:
         out: list[_Test] = []
         if self.explore_start is None:
             k = self._start_size()
-            self.explore_start = latin_hypercube(self.space, k, self.ctx.np_rng) if k > 0 else []
+            self.explore_start = latin_hypercube(self.space, k, self.ctx.np_rng, self.s.centre_roles) if k > 0 else []
         while len(out) < n and (drawn := self._explore_draw(taken)) is not None:
             c, ranked = drawn
             out.append(_Test(EXPLORE, c, 0.0, "exploring share: the next config in the order a ranker learned "
