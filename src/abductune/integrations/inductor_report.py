@@ -58,13 +58,15 @@ def summarize(entries: Iterable[Mapping[str, Any]], min_us: float | None = None)
 
 
 def table(entries: Iterable[Mapping[str, Any]]) -> str:
-    """One line per kernel: decision, Inductor's time of its pick, the winner's, and the cost."""
-    lines = [f"{'kernel':<34} {'hints':<24} {'decision':<16} {'pick us':>8} {'won us':>8} {'evals':>5} "
-             f"{'compiled':>8} {'finish s':>8}"]
+    """One line per kernel: decision, its bytes' time at full bandwidth and the candidates that
+    bought, Inductor's time of its pick, the winner's, and the cost."""
+    lines = [f"{'kernel':<34} {'hints':<24} {'decision':<16} {'bytes us':>8} {'cands':>5} {'pick us':>8} "
+             f"{'won us':>8} {'evals':>5} {'compiled':>8} {'finish s':>8}"]
     for e in entries:
         hints = ",".join(f"{k}={v}" for k, v in (e.get("size_hints") or {}).items())
         num = lambda k, f: (f"{e[k]:{f}}" if isinstance(e.get(k), (int, float)) else "-")  # noqa: E731
         lines.append(f"{str(e.get('name'))[:34]:<34} {hints[:24]:<24} {str(e.get('decision')):<16} "
+                     f"{num('estimate_us', '8.1f'):>8} {num('candidates', 'd'):>5} "
                      f"{num('inductor_us', '8.1f'):>8} {num('winner_us', '8.1f'):>8} {num('evaluations', 'd'):>5} "
                      f"{num('compiled', 'd'):>8} {num('finish_s', '8.2f'):>8}")
     return "\n".join(lines)
