@@ -19,7 +19,8 @@ The seam, the same in torch 2.11 and 2.13 (`check_torch` refuses other versions 
    next step happens wherever the kernel is loaded: in a worker, or in this process.
 2. While the loader runs, `triton_heuristics.cached_autotune` (which `pointwise`, `reduction`,
    `persistent_reduction` and `cooperative_reduction` all call with their config list) is
-   wrapped: abductune's candidates for the kernel go ahead of Inductor's list, the kernel's
+   wrapped: abductune's candidates for the kernel go ahead of Inductor's list (where its bytes
+   at the GPU's bandwidth reach `min_us`: `inductor_kernels.worth_candidates`), the kernel's
    autotuner becomes an `AbductuneAutotuner` (through `cached_autotune`'s own
    `caching_autotuner_cls` argument), and the kernel asks for a finish (the metadata flag
    Inductor's coordinate descent reads). The wrap is undone when the load ends.
