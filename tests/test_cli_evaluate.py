@@ -76,3 +76,27 @@ def test_bundled_datasets_are_complete():
     kernels = {p.parent.name for p in paths}
     assert {"matmul_fp16", "softmax_fp16", "rmsnorm_fp16", "gelu_mul_fp16"} <= kernels
     assert sum(p.parent.name == "matmul_fp16" for p in paths) >= 12
+
+
+def test_replay_cli_passes_strategy_options_and_checks_them_first(tmp_path):
+    """--options reaches the named strategy's runs (abduction leaning its warps draws changes
+    what it finds; the JSON records the options) and is checked before any replay."""
+    from abductune.datasets.zoo import zoo_datasets
+
+    path = str(zoo_datasets("fla_chunk_h_bf16")[0])  # no theory for it: space-filling draws from the start
+    outs = []
+    for opts in (None, '{"abduction": {"centre_roles": ["*"]}}'):
+        out = tmp_path / f"r{len(outs)}.json"
+        args = ["replay", path, "--strategy", "abduction", "--budget", "8", "--repeats", "4", "--json", str(out)]
+        r = CliRunner().invoke(main, args + (["--options", opts] if opts else []))
+        assert r.exit_code == 0, r.output
+        outs.append(json.loads(out.read_text()))
+    assert outs[0]["options"] == {} and outs[1]["options"] == {"abduction": {"centre_roles": ["*"]}}
+    draws = [[c["bests_ms"] for c in o["cells"]] for o in outs]
+    assert draws[0] != draws[1], "the option changed nothing the runs did"
+    for bad, said in (("{", "--options is not JSON"), ('["abduction"]', "must be a JSON object"),
+                      ('{"tpe": {}}', "which --strategy does not run"),
+                      ('{"abduction": {"nosuch": 1}}', "unknown option(s): nosuch"),
+                      ('{"abduction": {"centre_roles": "warps"}}', "centre_roles")):
+        r = CliRunner().invoke(main, ["replay", path, "--strategy", "abduction", "--budget", "8", "--options", bad])
+        assert r.exit_code == 2 and said in r.output, (bad, r.output)

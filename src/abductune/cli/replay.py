@@ -38,9 +38,12 @@ from .args import csv_list, expand_datasets, outputs_writable
               help="With --seeds: what the seeds may not have learned from. kernel: any shape of the replayed "
               "dataset's kernel (leave-one-kernel-out, what a user with a new kernel meets); shape: that shape "
               "only (leave-one-shape-out, the in-sample figure).")
+@click.option("--options", "options_json", default=None, metavar="JSON",
+              help='Strategy options, per strategy: \'{"abduction": {"centre_roles": ["warps", "stages"]}}\' '
+              "(see `abductune strategies`); a strategy not named keeps its defaults.")
 def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, seconds: float | None,
                repeats: int, seed: int, json_out: str | None, plot_out: str | None, noise: bool,
-               seed_source: str, holdout: str) -> None:
+               seed_source: str, holdout: str, options_json: str | None) -> None:
     """Compare strategies by replaying recorded datasets (files, folders, 'public', 'bundled').
 
     score P = (B - F) / (B - optimum) (Willemsen et al., FGCS 2024): F is the median best time
@@ -56,6 +59,7 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
     for n in names:
         if n not in STRATEGIES:
             raise AbductuneError(f"unknown strategy {n!r}; known: {', '.join(sorted(STRATEGIES))}")
+    options = _strategy_options(options_json, names)
     budgets = sorted(set(csv_list(budget_list, int)))
     if not budgets or budgets[0] <= 0:
         raise AbductuneError(f"budgets must be positive integers, got {budget_list!r}")
@@ -83,7 +87,7 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
             bar.update(task, description=f"replaying {label}")
             c: dict[str, list[list[float]]] = {}
             cells += compare_on_dataset(ds, names, budgets, repeats, seed, seconds, curves=c, seeds_fn=seeds_fn,
-                                        prior_fn=prior_fn,
+                                        prior_fn=prior_fn, options=options,
                                         progress=lambda: bar.advance(task), noise=noise_model, label=label)
             curves[label] = c
             optima[label] = ds.optimum().time_ms  # type: ignore[assignment]
@@ -106,12 +110,35 @@ def replay_cmd(datasets: tuple[str, ...], strategy_list: str, budget_list: str, 
         atomic_write_text(json_out, json.dumps(
             {"datasets": [str(p) for p in paths], "labels": [labels[p] for p in paths], "strategies": names,
              "budgets": budgets, "repeats": repeats, "seed": seed, "seconds": seconds, "noise": noise,
-             "seeds": seed_source, "holdout": holdout if seeds_fn else None,
+             "seeds": seed_source, "holdout": holdout if seeds_fn else None, "options": options,
              "cells": [c.to_dict() for c in cells], "aggregate": agg}, indent=1))
         output.console.print(f"wrote {json_out}")
     if plot_out:
         plot_curves(curves, optima, plot_out)
         output.console.print(f"wrote {plot_out}")
+
+
+def _strategy_options(text: str | None, names: list[str]) -> dict[str, dict[str, Any]]:
+    """--options: a JSON object of strategy name -> its options, each strategy named in
+    --strategy and each option checked by building the strategy once, before any replay."""
+    from ..search import make_strategy
+
+    if not text:
+        return {}
+    try:
+        got = json.loads(text)
+    except ValueError as e:
+        raise AbductuneError(f"--options is not JSON ({e}): give an object such as "
+                             '\'{"abduction": {"batch": 4}}\'') from None
+    if not isinstance(got, dict) or not all(isinstance(v, dict) for v in got.values()):
+        raise AbductuneError("--options must be a JSON object of strategy name -> options object, "
+                             f"such as '{{\"abduction\": {{\"batch\": 4}}}}', got {text!r}")
+    for name, opts in got.items():
+        if name not in names:
+            raise AbductuneError(f"--options names strategy {name!r}, which --strategy does not run "
+                                 f"({', '.join(names)})")
+        make_strategy(name, **opts)  # an unknown option or a bad value raises, naming it
+    return got
 
 
 def _unique_labels(paths: list[Path]) -> dict[Path, str]:
