@@ -79,7 +79,7 @@ def test_bundled_datasets_are_complete():
 
 
 def test_replay_cli_passes_strategy_options_and_checks_them_first(tmp_path):
-    """--options reaches the named strategy's runs (abduction leaning its warps draws changes
+    """--options reaches the named strategy's runs (abduction leaning its space-filling draws changes
     what it finds; the JSON records the options) and is checked before any replay."""
     from abductune.datasets.zoo import zoo_datasets
 
