@@ -95,13 +95,9 @@ def main() -> None:
     ap.add_argument("--options", default="{}",
                     help='strategy options as JSON, per strategy name: \'{"abduction": {"centre_roles": []}}\'')
     a = ap.parse_args()
-    try:
-        options = json.loads(a.options)
-        assert isinstance(options, dict) and all(isinstance(v, dict) for v in options.values())
-    except (ValueError, AssertionError):
-        ap.error(f"--options must be a JSON object of strategy name -> options object, got {a.options!r}")
-    from abductune.cli.replay import _unique_labels
+    from abductune.cli.replay import _strategy_options, _unique_labels
     from abductune.datasets.zoo import zoo_kernels
+    from abductune.errors import AbductuneError
 
     if a.datasets:
         paths = sorted({Path(p).resolve() for g in a.datasets for p in glob.glob(g, recursive=True)})
@@ -110,6 +106,10 @@ def main() -> None:
         paths += sorted(p.resolve() for p in (ROOT / "src/abductune/datasets/data/h100").glob("*/*.jsonl.gz"))
     labels = _unique_labels(paths)
     strategies = [s for s in a.strategy.split(",") if s]
+    try:  # `abductune replay --options`'s reading: each strategy named is run, each option checked
+        options = _strategy_options(a.options, strategies)
+    except AbductuneError as e:
+        ap.error(str(e))
     budgets = sorted(int(b) for b in a.budget.split(","))
     fair = [s for s in a.ranker_seeded.split(",") if s]
     stored = [s for s in a.store_seeded.split(",") if s]

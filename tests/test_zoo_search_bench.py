@@ -48,8 +48,9 @@ def test_the_store_seeded_rerun_is_written_beside_the_plain_one(tmp_path: Path):
 
 
 def test_strategy_options_reach_the_runs_and_the_json(tmp_path: Path):
-    """`--options` is passed to every run of the strategy it names and written into the JSON; a
-    bad option fails the run naming it, and malformed JSON is refused in one line."""
+    """`--options` is passed to every run of the strategy it names and written into the JSON; it
+    is read as `abductune replay --options` reads it, so a bad option or malformed JSON is refused
+    in one line, naming it, before any replay."""
     paths = [str(p) for p in zoo_datasets("zoo_rmsnorm_bf16")[:1]]
     out = tmp_path / "o.json"
     opts = {"abduction": {"centre_roles": []}}
