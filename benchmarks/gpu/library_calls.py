@@ -20,7 +20,7 @@ from library_shapes import (DYT_N, DYT_ROWS, FLAGGEMS_ADDMV_NM, FLAGGEMS_AMAX_MN
                             FLAGGEMS_INSTANCE_NORM, FLAGGEMS_REGLU_MN, FLAGGEMS_SMX_NON_INNER,
                             FLAGGEMS_WEIGHT_NORM, GDN_SHAPES, GLA_SHAPES, INT8INT2_MNK, MOE_LAYERS,
                             FLAGGEMS_BICUBIC_AA, FLAGGEMS_CONV3D, FLAGGEMS_CROSS_ENTROPY,
-                            FLAGGEMS_SCALED_MM_BLOCKWISE_FP8, FLAGGEMS_SCALED_MM_FP8)
+                            FLAGGEMS_SCALED_MM_BLOCKWISE_FP8, FLAGGEMS_SCALED_MM_FP8, FLA_LAYERNORM_TD, FLA_MM_MNK)
 
 
 def _pick(items: tuple) -> tuple:
@@ -623,3 +623,33 @@ def flaggems_scaled_mm_blockwise_fp8() -> None:
         raise AssertionError("; ".join(wrong) + " (a TILE_K above the 128 of the scale block, grown past the "
                              "list, scales a whole tile by its first block's scales: where one wins a key, the "
                              "result is wrong)")
+
+
+def fla_matmul() -> None:
+    """flash-linear-attention's general matmul (`fla.ops.utils.matmul.matmul`: `matmul_kernel`, a
+    `triton.heuristics` over `triton.autotune` kernel keyed by M, N and K, BM x BN tiles, a BK loop,
+    G-grouped programs, its own list of eight tiles), bf16 a (M x K) times b (K x N)."""
+    from fla.ops.utils.matmul import matmul
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for m, n, k in _pick(FLA_MM_MNK):
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g) * k ** -0.5
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16, generator=g)
+        _check(f"fla matmul {m}x{n}x{k}", matmul(a, b), a.float() @ b.float(), 2e-2)
+
+
+def fla_layernorm() -> None:
+    """flash-linear-attention's layer norm for rows of at most 512 (`layer_norm_fwd_kernel`: BT rows
+    per program, the row one BD-wide tile; keyed by D, NB and the residual and RMS flags) through
+    `fla.modules.norm.layernorm.layer_norm` with weight and bias, bf16, no grad."""
+    from fla.modules.norm.layernorm import layer_norm
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for t, d in _pick(FLA_LAYERNORM_TD):
+        x = torch.randn(t, d, device="cuda", dtype=torch.bfloat16, generator=g)
+        w = torch.randn(d, device="cuda", dtype=torch.bfloat16, generator=g)
+        bias = torch.randn(d, device="cuda", dtype=torch.bfloat16, generator=g)
+        with torch.no_grad():
+            y = layer_norm(x, w, bias)
+        ref = torch.nn.functional.layer_norm(x.float(), (d,), w.float(), bias.float(), 1e-5)
+        _check(f"fla layer_norm {t}x{d}", y, ref, 2e-2)

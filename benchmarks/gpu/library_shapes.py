@@ -143,3 +143,14 @@ FLAGGEMS_SCALED_MM_FP8 = ((16, 4096, 4096), (2048, 14336, 4096), (4096, 4096, 14
 # and DeepSeek-V3's dense-layer decode through gate/up (18,432 x 7,168). The key is (_M_NPO2, N, K),
 # every M a power of two, each shape its own
 FLAGGEMS_SCALED_MM_BLOCKWISE_FP8 = ((16, 4096, 4096), (2048, 14336, 4096), (2048, 8192, 28672), (16, 18432, 7168))
+# flash-linear-attention's general matmul (`fla.ops.utils.matmul.matmul`: `matmul_kernel`, BM x BN
+# tiles with a BK loop and G-grouped launch order, its own list of eight hand-picked tiles), bf16:
+# (M, N, K). A decode batch through Llama-3-8B's gate/up (14,336 x 4,096), a prefill chunk through
+# its q/o (4,096 x 4,096), a training step through its down projection (4,096 x 14,336), and an
+# awkward size nothing rounds (3,000 x 5,000 x 1,000). The key is (M, N, K), each shape its own
+FLA_MM_MNK = ((16, 14336, 4096), (2048, 4096, 4096), (4096, 4096, 14336), (3000, 5000, 1000))
+# flash-linear-attention's layer norm for short rows (`layer_norm_fwd_kernel`, taken when D <= 512:
+# BT rows of a BD-wide tile per program, its BT x warps list), through fla.modules.norm.layernorm's
+# layer_norm with weight and bias, bf16: (tokens, D). Per-head norms as fla's models apply them
+# (head dims 64, 128, 256) and a 512-wide channel norm; the key is D with NB = cdiv(T, 2048)
+FLA_LAYERNORM_TD = ((131072, 64), (65536, 128), (32768, 256), (16384, 512))
