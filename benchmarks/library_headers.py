@@ -4,7 +4,7 @@ that the autotuner's key does not carry (DyT's 4,096 rows; int8 x int2's packed 
 fused MoE's tokens, experts and top-k) and
 the FLOPs and minimum bytes they give. The records themselves are left as recorded.
 
-    python benchmarks/library_headers.py RAW_DIR OUT_DIR
+    python benchmarks/library_headers.py RAW_DIR OUT_DIR [--as DIR=KEY ...]
 
 RAW_DIR holds <kernel>/<shape>.jsonl.gz as `sweep --call --out` wrote them; OUT_DIR gets the
 same under the names below (kernels not listed are skipped, and said so).
@@ -211,6 +211,12 @@ def _fg_bmm(p):
     b = BMM[(m, n, k)]
     return "flaggems_bmm_bf16", replace(p, kernel_class="matmul", dims={"batch": b, "M": m, "N": n, "K": k},
                                         flops=2.0 * b * m * n * k, min_bytes=2.0 * b * (m * k + k * n + m * n))
+
+
+def _fla_mm(p):
+    # the key is (M, N, K) and record mode filled the rest (2MNK FLOPs, each operand once): kept
+    assert p.kernel_class == "matmul" and set(p.dims) == {"M", "N", "K"}, p
+    return "fla_matmul_bf16", p
 
 
 def _fg_upsample(p):
@@ -598,7 +604,8 @@ KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "celoss_indices_kernel": _fg_cross_entropy, "conv3d_forward_kernel": _fg_conv3d,
            "general_interpolate_bicubic2d_aa_kernel": _fg_bicubic_aa,
            "_pertensor_or_pertoken_smm_kernel": lambda p: _fg_scaled_mm(p, False),
-           "_block_wise_smm_kernel": lambda p: _fg_scaled_mm(p, True)}
+           "_block_wise_smm_kernel": lambda p: _fg_scaled_mm(p, True),
+           "fla:matmul_kernel": _fla_mm}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
 RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul"),
@@ -635,6 +642,7 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
                                                         "flag_gems.ops.upsample_bicubic2d_aa._upsample_bicubic2d_aa"),
             "_pertensor_or_pertoken_smm_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.cutlass_scaled_mm"),
             "_block_wise_smm_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.cutlass_scaled_mm"),
+            "fla:matmul_kernel": ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.utils.matmul.matmul"),
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gla.chunk_gla (backward)")
                for k in ("chunk_bwd_kernel_dh", "chunk_gla_bwd_kernel_dv", "chunk_gla_bwd_kernel_inter")},
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gated_delta_rule.chunk_gated_delta_rule")
@@ -673,8 +681,12 @@ def _unlaunched(ds) -> list[dict]:
 
 def main() -> None:
     raw, out = Path(sys.argv[1]), Path(sys.argv[2])
+    # `--as DIR=KEY`: read RAW/DIR with KEY's facts, where two libraries' kernels share a function
+    # name (Liger's int8 x int2 and fla's bf16 matmul are both `matmul_kernel`)
+    alias = dict(a.split("=", 1) for a in sys.argv[4::2] if a) if sys.argv[3:4] == ["--as"] else {}
     for d in sorted(x for x in raw.iterdir() if x.is_dir()):
-        fix = KERNELS.get(d.name)
+        key = alias.get(d.name, d.name)
+        fix = KERNELS.get(key)
         if fix is None:
             print(f"skipped {d.name}: no header facts known for it")
             continue
@@ -682,17 +694,17 @@ def main() -> None:
             ds = read_dataset(f, strict=True)
             name, problem = fix(ds.problem)
             problem = replace(problem, kernel=name)
-            release, op = RELEASES[d.name]
+            release, op = RELEASES[key]
             base = str(ds.meta.get('origin', d.name)).replace(' (through patch_triton)', '')
             licence = "" if "(" in release else " (BSD-2-Clause)"  # Liger's entries name no licence
             origin = (f"{release}{licence}: {base}, recorded through its public "
                       f"op {op} under patch_triton, never copied")
-            roles = ROLES.get(d.name, {})
+            roles = ROLES.get(key, {})
             space = {**ds.space_dict, "params": [{**q, "role": roles.get(q["name"], q["role"])}
                                                  for q in ds.space_dict["params"]]}
             meta = {**ds.meta, "origin": origin, "header_completed": "benchmarks/library_headers.py"}
-            if d.name in CALLS:
-                meta["call"] = CALLS[d.name](problem.dims)
+            if key in CALLS:
+                meta["call"] = CALLS[key](problem.dims)
             records = list(ds.records)
             missing = _unlaunched(ds) if not ds.restricted_to_records else []
             if missing:
