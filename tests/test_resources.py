@@ -346,3 +346,33 @@ def test_an_accumulator_that_fills_the_register_file_of_its_threads_spills():
     assert resources.spills(p, sp, cfg(128, 256, 64, 8, 2)) is None
     assert resources.spills(p, sp, cfg(256, 128, 64, 16, 2)) is None  # 64 values: half the file
     assert resources.trouble(p, sp, cfg(512, 128, 64, 16, 2)) is not None
+
+
+def test_an_accumulator_with_its_operand_tiles_past_the_register_file_spills():
+    """A skinny product tile with a long K tile keeps few accumulators but large A and B slices:
+    16 x 256 x 128 bf16 on 4 warps is 32 accumulators and (16 x 128 + 128 x 256) x 2 bytes / 4 /
+    128 threads = 68 operand registers a thread: 100, kept; on 2 warps 64 + 136 = 200 in bf16,
+    past `LIVE_MAX`, and 64 + 68 in fp8 (a quarter of a register each), kept. `fit` shrinks the
+    K tile for it (the operands' share), not the stages, which touch no register."""
+    sp = Space([Pow2("BM", 16, 256), Pow2("BN", 16, 512), Pow2("BK", 16, 256),
+                Choice("num_warps", [1, 2, 4, 8, 16]), Choice("num_stages", [2, 3, 4])])
+    names = ("BM", "BN", "BK")
+    bf16 = _problem({"a": "bf16", "b": "bf16", "c": "bf16"})
+    fp = resources.footprint(bf16, sp, cfg(16, 256, 128, 4, 2, names))
+    assert math.isclose(fp.operand_regs, (16 * 128 + 128 * 256) * 2 / 4 / 128) and fp.acc_per_thread == 32
+    assert resources.spills(bf16, sp, cfg(16, 256, 128, 4, 2, names)) is None
+    # 16 x 512 x 256 on 2 warps: 128 accumulators (at ACC_MAX, let through) + 1,056 operand registers
+    heavy = cfg(16, 512, 256, 2, 2, names)
+    assert resources._acc_spills(resources.footprint(bf16, sp, heavy)) is None
+    why = resources.spills(bf16, sp, heavy)
+    assert why is not None and "A and B tiles" in why and str(resources.LIVE_MAX) in why
+    # the same 16 x 256 x 128 tile on 2 warps: 64 + 272 in bf16, past; 64 + 136 in fp8, kept
+    fp8 = _problem({"a": "fp8", "b": "fp8", "c": "bf16"})
+    assert "A and B tiles" in resources.spills(bf16, sp, cfg(16, 256, 128, 2, 2, names))
+    assert resources.spills(fp8, sp, cfg(16, 256, 128, 2, 2, names)) is None
+    # 3 stages of it fit in shared memory (209 KB): only the operands are in the way
+    fixed, changes = resources.fit(bf16, sp, cfg(16, 256, 128, 2, 3, names))
+    assert fixed == cfg(16, 256, 64, 2, 3, names) and changes == ["BK 128 -> 64"]
+    # where the register file is not known (no hardware), the bound says nothing
+    bare = Problem("mm", "matmul", {"M": 16, "N": 4096, "K": 4096}, {"a": "bf16", "b": "bf16", "c": "bf16"})
+    assert resources.spills(bare, sp, heavy) is None

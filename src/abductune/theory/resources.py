@@ -21,6 +21,9 @@ It answers two questions before a measurement is spent:
   leaves nothing for operands and addresses: it spills, whatever `ACC_MAX` allows (session 33:
   FlagGems' block-scaled fp8 matmul at 512 x 128 on 16 warps spilled 1.2 KB and ran 11x its
   optimum; every zoo and bundled record so placed that ran spilled, the best 4x its optimum).
+  Beside the accumulator, a product keeps slices of its A and B tiles in registers: where the
+  accumulator and both tiles (packed into 32-bit registers) come past `LIVE_MAX` a thread (a 16
+  x 128 x 256 bf16 tile on 4 warps: 16 + 264), no recorded config ran within 10% of its optimum.
   A's and B's element sizes are read by name where the signature says (`costs.product_operand_bytes`:
   an output-first `scaled_mm(out, a, b, ...)` read by position took the bf16 output for A).
 
@@ -96,6 +99,12 @@ REGS_PER_BLOCK = 65536
 REG_GRANULE = 8
 # `hopeless`: an accumulator past this many times a thread's registers is not worth a compile
 HOPELESS_REGS_X = 2
+# a tiled product's fp32 accumulator plus its A and B tiles (packed into 32-bit registers) per
+# thread past which no recorded config ran within 10% of its shape's optimum (`_spills`): read
+# off the zoo's, the bundled and the fp8 matmul records (session 35, in-sample there), then
+# judged on a kernel recorded after it was set, fla's bf16 matmul (session 36: 89 configs past
+# it ran, none within 10%, the closest 2.35x; 37 of them the accumulator bounds let through)
+LIVE_MAX = 320
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,8 @@ class Footprint:
     live_regs: float | None = None
     mma_regs: float | None = None
     reg_cap: int | None = None
+    # a tiled product's A and B tiles per thread, in 32-bit registers (None off a product)
+    operand_regs: float | None = None
 
 
 def reg_cap(hw: HardwareInfo | None, threads: int | None) -> int | None:
@@ -152,7 +163,8 @@ def footprint(problem: Problem, space: Space, config: Mapping[str, Any]) -> Foot
             acc = bm * bn / threads
             # the register file a thread of this block can have: an accumulator that fills it
             # leaves nothing for operands and addresses (as attention's tiles, `_spills`)
-            return Footprint(smem, acc, threads, reg_cap=reg_cap(hw, threads))
+            return Footprint(smem, acc, threads, reg_cap=reg_cap(hw, threads),
+                             operand_regs=(bm * bk * sa + bk * bn * sb) / 4 / threads)
     elif bm and bn and not bk and warps:
         got = _attention(problem, space, config, bm, bn, warps, threads)
         if got is not None:
@@ -253,7 +265,23 @@ def spills(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | N
 
 
 def _spills(fp: Footprint) -> str | None:
-    """`spills` of a computed footprint."""
+    """`spills` of a computed footprint: the accumulator's bounds (`_acc_spills`), then a tiled
+    product's accumulator with both operand tiles past `LIVE_MAX` registers a thread (NVIDIA
+    only, where the register file is known): more than a thread can have, so operands are
+    reloaded or spilled every step of the K loop."""
+    why = _acc_spills(fp)
+    if why is not None:
+        return why
+    if fp.acc_per_thread is not None and fp.operand_regs is not None and fp.reg_cap is not None:
+        live = fp.acc_per_thread + fp.operand_regs
+        if live > LIVE_MAX:
+            return (f"about {live:.0f} registers per thread for its accumulator and A and B tiles, past the "
+                    f"{LIVE_MAX} beyond which no recorded product ran within 10% of its optimum")
+    return None
+
+
+def _acc_spills(fp: Footprint) -> str | None:
+    """Why the accumulator (with attention's scores and P) alone spills, or None."""
     if fp.live_regs is not None and fp.reg_cap is not None:
         if fp.live_regs >= fp.reg_cap:  # the tiles alone leave no register for addresses and loop state
             return (f"about {fp.live_regs:g} registers per thread live (accumulator, scores and P), as many as "
@@ -380,8 +408,8 @@ def fit(problem: Problem, space: Space, config: Mapping[str, Any]) -> tuple[Conf
             if role == "warps" and infeasible(problem, space, {**cfg, p.name: nxt}):
                 continue
             if role in ("stages", "tile:K") and infeasible(problem, space, cfg) is None \
-                    and spills(problem, space, cfg) is not None:
-                continue  # stages and the K tile do not touch the accumulator
+                    and (role == "stages" or _acc_spills(footprint(problem, space, cfg)) is not None):
+                continue  # stages touch no register; the K tile touches the operands, not the accumulator
             cand = {**cfg, p.name: nxt}
             if not space.is_valid(cand):
                 try:
