@@ -156,3 +156,30 @@ def test_a_block_wise_scaled_mm_recording_keeps_its_wrong_tile_k_and_restates_it
     assert all(m.error == why for m in out.records if m.status == "wrong_result")
     assert {p["name"]: p["role"] for p in out.space_dict["params"]}["SWIZZLE_GROUP_M"] == "group"
     assert out.meta["origin"].startswith("FlagGems 5.0.2 (Apache-2.0)") and "cutlass_scaled_mm" in out.meta["origin"]
+
+
+def test_as_reads_a_raw_folder_with_another_kernels_facts(tmp_path, monkeypatch):
+    """Liger's int8 x int2 kernel and fla's bf16 matmul are both `matmul_kernel`: `--as
+    matmul_kernel=fla:matmul_kernel` names the raw folder's library, so fla's recording keeps the
+    dims and FLOPs record mode wrote and is filed as `fla_matmul_bf16` with fla's origin; without
+    it the folder would get the int8 x int2 facts."""
+    from abductune.datasets.format import read_dataset, write_dataset
+
+    space = Space([Choice("BM", [64, 128], role="tile:M"), Choice("BN", [64, 128], role="tile:N"),
+                   Choice("BK", [32, 64], role="tile:K"), Choice("num_warps", [4, 8], role="warps")], name="mm")
+    dims = {"M": 2048, "N": 4096, "K": 4096}
+    problem = Problem("matmul_kernel", "matmul", dims, {"a": "bf16", "b": "bf16", "c": "bf16"},
+                      flops=2.0 * 2048 * 4096 * 4096, min_bytes=2.0 * (2048 * 4096 * 2 + 4096 * 4096))
+    ds = Dataset(problem, space.to_dict(), [Measurement({"BM": 128, "BN": 128, "BK": 64, "num_warps": 8}, "ok",
+                                                        time_ms=0.1)], meta={"origin": "fla.ops.utils.matmul.matmul_kernel"})
+    raw = tmp_path / "raw" / "matmul_kernel"
+    raw.mkdir(parents=True)
+    write_dataset(ds, raw / "shape.jsonl.gz")
+    monkeypatch.setattr(sys, "argv", ["library_headers.py", str(tmp_path / "raw"), str(tmp_path / "out"),
+                                      "--as", "matmul_kernel=fla:matmul_kernel"])
+    lh.main()
+    out = read_dataset(tmp_path / "out" / "fla_matmul_bf16" / "M2048_N4096_K4096.jsonl.gz")
+    assert out.problem.kernel == "fla_matmul_bf16" and out.problem.dims == dims
+    assert out.problem.flops == problem.flops and out.problem.min_bytes == problem.min_bytes
+    assert out.meta["origin"].startswith("flash-linear-attention (fla-core) 0.6.0 (MIT): fla.ops.utils.matmul")
+    assert "fla.ops.utils.matmul.matmul under patch_triton" in out.meta["origin"]
