@@ -351,9 +351,9 @@ def test_an_accumulator_that_fills_the_register_file_of_its_threads_spills():
 def test_an_accumulator_with_its_operand_tiles_past_the_register_file_spills():
     """A skinny product tile with a long K tile keeps few accumulators but large A and B slices:
     16 x 256 x 128 bf16 on 4 warps is 32 accumulators and (16 x 128 + 128 x 256) x 2 bytes / 4 /
-    128 threads = 68 operand registers a thread: 100, kept; on 2 warps 64 + 136 = 200 in bf16,
-    past `LIVE_MAX`, and 64 + 68 in fp8 (a quarter of a register each), kept. `fit` shrinks the
-    K tile for it (the operands' share), not the stages, which touch no register."""
+    128 threads = 136 operand registers a thread: 168, kept; on 2 warps 64 + 272 = 336 in bf16,
+    past `LIVE_MAX`, and 64 + 136 = 200 in fp8 (a quarter of a register each), kept. `fit`
+    shrinks the K tile for it (the operands' share), not the stages, which touch no register."""
     sp = Space([Pow2("BM", 16, 256), Pow2("BN", 16, 512), Pow2("BK", 16, 256),
                 Choice("num_warps", [1, 2, 4, 8, 16]), Choice("num_stages", [2, 3, 4])])
     names = ("BM", "BN", "BK")

@@ -23,7 +23,8 @@ It answers two questions before a measurement is spent:
   optimum; every zoo and bundled record so placed that ran spilled, the best 4x its optimum).
   Beside the accumulator, a product keeps slices of its A and B tiles in registers: where the
   accumulator and both tiles (packed into 32-bit registers) come past `LIVE_MAX` a thread (a 16
-  x 128 x 256 bf16 tile on 4 warps: 16 + 264), no recorded config ran within 10% of its optimum.
+  x 256 output tile with a K tile of 128, bf16, on 2 warps: 64 + 272), no recorded config ran
+  within 10% of its optimum.
   A's and B's element sizes are read by name where the signature says (`costs.product_operand_bytes`:
   an output-first `scaled_mm(out, a, b, ...)` read by position took the bf16 output for A).
 
@@ -267,8 +268,8 @@ def spills(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | N
 def _spills(fp: Footprint) -> str | None:
     """`spills` of a computed footprint: the accumulator's bounds (`_acc_spills`), then a tiled
     product's accumulator with both operand tiles past `LIVE_MAX` registers a thread (NVIDIA
-    only, where the register file is known): more than a thread can have, so operands are
-    reloaded or spilled every step of the K loop."""
+    only, where the register file is known): more than a thread's 255 can hold at once, and no
+    recorded config past it ran within 10% of its shape's optimum."""
     why = _acc_spills(fp)
     if why is not None:
         return why
