@@ -373,6 +373,9 @@ def test_an_accumulator_with_its_operand_tiles_past_the_register_file_spills():
     # 3 stages of it fit in shared memory (209 KB): only the operands are in the way
     fixed, changes = resources.fit(bf16, sp, cfg(16, 256, 128, 2, 3, names))
     assert fixed == cfg(16, 256, 64, 2, 3, names) and changes == ["BK 128 -> 64"]
+    # abduction's draws keep to the accumulator's bounds: the operand tiles' bound is for
+    # predictions and seeds (`trouble`), not a deferral the kernel's own times cannot undo
+    assert resources.trouble(bf16, sp, heavy) is not None and resources.spills_held(bf16, sp, heavy) is None
     # where the register file is not known (no hardware), the bound says nothing
     bare = Problem("mm", "matmul", {"M": 16, "N": 4096, "K": 4096}, {"a": "bf16", "b": "bf16", "c": "bf16"})
     assert resources.spills(bare, sp, heavy) is None

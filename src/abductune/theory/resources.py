@@ -24,7 +24,11 @@ It answers two questions before a measurement is spent:
   Beside the accumulator, a product keeps slices of its A and B tiles in registers: where the
   accumulator and both tiles (packed into 32-bit registers) come past `LIVE_MAX` a thread (a 16
   x 256 output tile with a K tile of 128, bf16, on 2 warps: 64 + 272), no recorded config ran
-  within 10% of its optimum.
+  within 10% of its optimum. Predictions and seeds avoid those too (`trouble`); abduction's
+  draws and moves do not defer them (`spills_held` keeps to the accumulator): deferring them
+  there moved no search figure, and where every claim points the wrong way (the bundled matmul
+  with its times inverted, `tests/test_abduction_trust.py`) it put abduction 6% behind seeded
+  random at 16 evaluations.
   A's and B's element sizes are read by name where the signature says (`costs.product_operand_bytes`:
   an output-first `scaled_mm(out, a, b, ...)` read by position took the bf16 output for A).
 
@@ -355,14 +359,14 @@ def tile_values_per_thread(space: Space, config: Mapping[str, Any], threads: int
 
 
 def spills_held(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | None:
-    """`spills`, and where the model knows no accumulator (`footprint`), a held tile of more
+    """`spills` but for the operand tiles' bound (`LIVE_MAX`), and where the model knows no accumulator (`footprint`), a held tile of more
     values per thread than a thread has registers (`tile_values_per_thread`): why a cold start's
     draw from the whole space (abduction's, before anything is measured) should not spend a
     measurement on `config`. The bound is the register file's, not fitted. Checked (session 27) on the zoo's
     and the bundled data: on no shape of any kernel was a config it names within 9% of the
     shape's optimum (the closest, 1.098x, on an fla backward kernel; most 2x or worse)."""
     fp = footprint(problem, space, config)
-    why = _spills(fp)
+    why = _acc_spills(fp)  # the accumulator's bounds, not the operand tiles' (module docstring)
     if why is not None:
         return why
     cap = fp.reg_cap or MAX_REGS_PER_THREAD
