@@ -4,13 +4,14 @@ that the autotuner's key does not carry (DyT's 4,096 rows; int8 x int2's packed 
 fused MoE's tokens, experts and top-k) and
 the FLOPs and minimum bytes they give. The records themselves are left as recorded.
 
-    python benchmarks/library_headers.py RAW_DIR OUT_DIR [--as DIR=KEY ...]
+    python benchmarks/library_headers.py RAW_DIR OUT_DIR [--as DIR=KEY] ...
 
 RAW_DIR holds <kernel>/<shape>.jsonl.gz as `sweep --call --out` wrote them; OUT_DIR gets the
 same under the names below (kernels not listed are skipped, and said so).
 """
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from dataclasses import replace
@@ -680,10 +681,15 @@ def _unlaunched(ds) -> list[dict]:
 
 
 def main() -> None:
-    raw, out = Path(sys.argv[1]), Path(sys.argv[2])
-    # `--as DIR=KEY`: read RAW/DIR with KEY's facts, where two libraries' kernels share a function
-    # name (Liger's int8 x int2 and fla's bf16 matmul are both `matmul_kernel`)
-    alias = dict(a.split("=", 1) for a in sys.argv[4::2] if a) if sys.argv[3:4] == ["--as"] else {}
+    ap = argparse.ArgumentParser(description="Complete library recordings' headers.")
+    ap.add_argument("raw", type=Path)
+    ap.add_argument("out", type=Path)
+    # read RAW/DIR with KEY's facts, where two libraries' kernels share a function name (Liger's
+    # int8 x int2 and fla's bf16 matmul are both `matmul_kernel`)
+    ap.add_argument("--as", dest="alias", action="append", default=[], metavar="DIR=KEY",
+                    type=lambda a: tuple(a.split("=", 1)) if "=" in a else ap.error(f"--as wants DIR=KEY, got {a!r}"))
+    a = ap.parse_args()
+    raw, out, alias = a.raw, a.out, dict(a.alias)
     for d in sorted(x for x in raw.iterdir() if x.is_dir()):
         key = alias.get(d.name, d.name)
         fix = KERNELS.get(key)

@@ -359,8 +359,9 @@ def tile_values_per_thread(space: Space, config: Mapping[str, Any], threads: int
 
 
 def spills_held(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | None:
-    """`spills` but for the operand tiles' bound (`LIVE_MAX`), and where the model knows no accumulator (`footprint`), a held tile of more
-    values per thread than a thread has registers (`tile_values_per_thread`): why a cold start's
+    """`spills` but for the operand tiles' bound (`LIVE_MAX`), and where the model knows no
+    accumulator (`footprint`), a held tile of more values per thread than a thread has
+    registers (`tile_values_per_thread`): why a cold start's
     draw from the whole space (abduction's, before anything is measured) should not spend a
     measurement on `config`. The bound is the register file's, not fitted. Checked (session 27) on the zoo's
     and the bundled data: on no shape of any kernel was a config it names within 9% of the
