@@ -31,6 +31,7 @@ from library_shapes import FLAGGEMS_BATCH_NORM, FLAGGEMS_BICUBIC  # noqa: E402
 from library_shapes import FLAGGEMS_INSTANCE_NORM, FLAGGEMS_WEIGHT_NORM  # noqa: E402
 from library_shapes import FLAGGEMS_BICUBIC_AA, FLAGGEMS_CONV3D, FLAGGEMS_CROSS_ENTROPY  # noqa: E402
 from library_shapes import FLAGGEMS_SCALED_MM_BLOCKWISE_FP8, FLAGGEMS_SCALED_MM_FP8  # noqa: E402
+from library_shapes import FLA_LAYERNORM_TD  # noqa: E402
 from library_shapes import MOE_LAYERS as _MOE_CALLS  # noqa: E402
 
 
@@ -218,6 +219,18 @@ def _fla_mm(p):
     # the key is (M, N, K) and record mode filled the rest (2MNK FLOPs, each operand once): kept
     assert p.kernel_class == "matmul" and set(p.dims) == {"M", "N", "K"}, p
     return "fla_matmul_bf16", p
+
+
+def _fla_ln(p):
+    # the key carries D (and NB, the row blocks of 2,048 rows); the rows are the call's
+    # (library_shapes.FLA_LAYERNORM_TD). Dims named for the kernel's own tiles (BT over the rows,
+    # BD over D), as a live call under patch_triton would name them; x read and y written (bf16),
+    # weight and bias once (bf16), mean and rstd per row (fp32)
+    d = p.dims["D"]
+    t = dict((dd, tt) for tt, dd in FLA_LAYERNORM_TD)[d]
+    assert not any(p.dims.get(k) for k in ("HAS_RESIDUAL", "STORE_RESIDUAL_OUT", "IS_RMS_NORM")), p
+    return "fla_layernorm_bf16", replace(p, dims={"T": t, "D": d}, flops=8.0 * t * d,
+                                         min_bytes=4.0 * t * d + 4.0 * d + 8.0 * t)
 
 
 def _fg_upsample(p):
@@ -606,7 +619,7 @@ KERNELS = {"_dyt_fwd_kernel": _dyt, "matmul_kernel": _int8int2,
            "general_interpolate_bicubic2d_aa_kernel": _fg_bicubic_aa,
            "_pertensor_or_pertoken_smm_kernel": lambda p: _fg_scaled_mm(p, False),
            "_block_wise_smm_kernel": lambda p: _fg_scaled_mm(p, True),
-           "fla:matmul_kernel": _fla_mm}
+           "fla:matmul_kernel": _fla_mm, "layer_norm_fwd_kernel": _fla_ln}
 # the library release each was recorded from (benchmarks/gpu/library_calls.py's wheels)
 RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "matmul_kernel": ("Liger-Kernel 0.8.5", "experimental mm_int8int2.matmul"),
@@ -644,6 +657,8 @@ RELEASES = {"_dyt_fwd_kernel": ("Liger-Kernel 0.8.5", "liger_dyt_fwd"),
             "_pertensor_or_pertoken_smm_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.cutlass_scaled_mm"),
             "_block_wise_smm_kernel": ("FlagGems 5.0.2 (Apache-2.0)", "flag_gems.cutlass_scaled_mm"),
             "fla:matmul_kernel": ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.utils.matmul.matmul"),
+            "layer_norm_fwd_kernel": ("flash-linear-attention (fla-core) 0.6.0 (MIT)",
+                                      "fla.modules.norm.layernorm.layer_norm"),
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gla.chunk_gla (backward)")
                for k in ("chunk_bwd_kernel_dh", "chunk_gla_bwd_kernel_dv", "chunk_gla_bwd_kernel_inter")},
             **{k: ("flash-linear-attention (fla-core) 0.6.0 (MIT)", "fla.ops.gated_delta_rule.chunk_gated_delta_rule")
