@@ -27,6 +27,17 @@ Added in session 18 (issue 27), after looking at the worst zero-shot picks of th
 (@tile:K x its element size), as log2 over `K_ROW_BYTES`, its distance from it, and the regime
 times it. The tensor cores read shared memory in 128-byte swizzled rows, so a K slice is
 judged in bytes, not elements: 64 bf16 and 128 fp8 elements fill the same row.
+
+Added in session 37, from Triton's own rule and then checked on three zoo matmuls recorded for
+it: Triton specialises an integer argument on divisibility by 16 (`TRITON_DIVISIBILITY`), and
+where a product's row strides (K for a row-major A, N for B and the output) are not multiples of
+it, the compiler cannot prove its loads 16-byte aligned. It then cannot copy the operand tiles
+straight to shared memory; they pass through registers, so the configs that hold the most in
+registers (the accumulator, the operand tiles, the stages in flight) lose most. On the H200
+the tutorial matmul at 4,000 x 3,000 x 1,000 ran at 145 TFLOP/s against 495 at 4,000 x 3,008 x
+1,008, and 392 of its 812 configs spilled against 16 (`zoo_data/h200/`). Per shape a flag,
+`unaligned`, times the features whose best value it moves. Nothing here was chosen by looking at
+a held-out kernel (fla's matmul, whose 3,000 x 5,000 x 1,000 shape is one such).
 """
 from __future__ import annotations
 
@@ -50,13 +61,30 @@ BASE = ("programs_per_sm", "fill", "wave_eff", "useful", "elems_per_thread", "el
         "k_bytes_a", "k_bytes_b", "k_bytes_a_off", "k_bytes_b_off")
 # the regime moves where these are best (module docstring)
 REGIME_OF = ("programs_per_sm", "elems_per_thread", "warps", "stages", "reuse", "split", "k_bytes_a", "k_bytes_b")
-NAMES = BASE + tuple(f"regime*{n}" for n in REGIME_OF)
+# misaligned row strides move where these are best (module docstring): what the registers hold
+UNALIGNED_OF = ("acc_frac", "operand_regs", "stages", "warps")
+NAMES = BASE + tuple(f"regime*{n}" for n in REGIME_OF) + tuple(f"unaligned*{n}" for n in UNALIGNED_OF)
 # |log2 distance to the ridge point| past which a problem is plainly one side of it
 REGIME_CLIP = 4.0
 TRITON_DEFAULT_WARPS = 4
 # the width of a swizzled shared-memory row the tensor cores read (NVIDIA's 128-byte swizzle):
 # where a K slice per row sits against it (module docstring); fixed from the hardware, not fitted
 K_ROW_BYTES = 128
+# the divisibility Triton specialises integer arguments on (its JIT's `divisibility`): a stride
+# that is not a multiple of it leaves the loads it addresses unproven aligned
+TRITON_DIVISIBILITY = 16
+
+
+def unaligned(problem: Problem, space: Space) -> bool:
+    """Whether a tiled product's row strides, read as row-major (A is M x K, B K x N), are not
+    multiples of `TRITON_DIVISIBILITY`: K or N off it (module docstring). False where the space
+    tiles no K and N of the problem (the layout is then unknown)."""
+    from ..theory.diagnose import tiled_dims
+
+    tiles = tiled_dims(problem, space)
+    if "tile:K" not in tiles or "tile:N" not in tiles:
+        return False
+    return any(tiles[r][1] % TRITON_DIVISIBILITY for r in ("tile:K", "tile:N"))
 
 
 def regime(problem: Problem, hw: HardwareInfo | None) -> float:
@@ -83,17 +111,17 @@ def _log2(v: float | None) -> float:
 
 def config_features(problem: Problem, space: Space, config: Mapping[str, Any],
                     hardware: HardwareInfo | None = None, rho: float | None = None,
-                    loops: bool | None = None) -> list[float]:
-    """The `NAMES` features of one config (no measurement). `rho` (the regime) and `loops`
-    (every path of the kernel walks its reduced dim in tile steps) are per problem: a caller
-    featurising many configs passes them once."""
+                    loops: bool | None = None, off: bool | None = None) -> list[float]:
+    """The `NAMES` features of one config (no measurement). `rho` (the regime), `loops`
+    (every path of the kernel walks its reduced dim in tile steps) and `off` (`unaligned`) are
+    per problem: a caller featurising many configs passes them once."""
     hw = hardware or problem.hardware
     fp = footprint(problem, space, config)
     d = diagnose(Measurement(config=dict(config), smem_bytes=fp.smem_bytes), problem, space, hw)
     sms = d.sms or (hw.sms if hw is not None and hw.sms else 0)
     warps = d.warps or TRITON_DEFAULT_WARPS
     stages = d.stages or DEFAULT_STAGES
-    f: dict[str, float] = dict.fromkeys(BASE, 0.0)
+    f: dict[str, float] = dict.fromkeys(BASE + ("operand_regs",), 0.0)
     if d.tiles and sms:
         f["programs_per_sm"] = math.log2(d.tiles / sms)
         f["fill"] = math.log2(min(1.0, d.tiles / sms))
@@ -128,8 +156,11 @@ def config_features(problem: Problem, space: Space, config: Mapping[str, Any],
         for side, size in (("a", sa), ("b", sb)):
             f[f"k_bytes_{side}"] = math.log2(bk * size / K_ROW_BYTES)
             f[f"k_bytes_{side}_off"] = abs(f[f"k_bytes_{side}"])
+    if fp.operand_regs:
+        f["operand_regs"] = math.log2(fp.operand_regs)
     r = regime(problem, hw) if rho is None else rho
-    return [f[n] for n in BASE] + [r * f[n] for n in REGIME_OF]
+    u = float(unaligned(problem, space) if off is None else off)
+    return [f[n] for n in BASE] + [r * f[n] for n in REGIME_OF] + [u * f[n] for n in UNALIGNED_OF]
 
 
 def feature_matrix(problem: Problem, space: Space, configs: Sequence[Mapping[str, Any]],
@@ -137,7 +168,8 @@ def feature_matrix(problem: Problem, space: Space, configs: Sequence[Mapping[str
     """(len(configs), len(NAMES)) features, one row per config."""
     rho = regime(problem, hardware or problem.hardware)
     loops = structure(problem, space) == LOOP
-    rows = [config_features(problem, space, c, hardware, rho, loops) for c in configs]
+    off = unaligned(problem, space)
+    rows = [config_features(problem, space, c, hardware, rho, loops, off) for c in configs]
     return np.asarray(rows, dtype=float).reshape(len(rows), len(NAMES))
 
 
