@@ -50,3 +50,16 @@ def test_a_space_without_k_and_n_tiles_is_never_unaligned():
     assert not unaligned(rows, sp)
     m = feature_matrix(rows, sp, [{"BLOCK_N": 1024, "num_warps": 4}])
     assert (m[:, COLS] == 0).all()
+
+
+def test_the_rankers_reason_says_when_the_strides_are_misaligned():
+    from abductune.heuristics.ranker_shipped import rank
+
+    off = rank(_mm(4000, 3000, 1000), SPACE)
+    on = rank(_mm(4096, 4096, 4096), SPACE)
+    assert off.unaligned and not on.unaligned
+    assert "not a multiple of 16" in off.why() and "not a multiple" not in on.why()
+    # the flag moves the ranking: the misaligned shape's first pick holds fewer registers
+    first_off, first_on = off.configs[0], on.configs[0]
+    regs = lambda c: c["BM"] * c["BN"] / (32 * c["num_warps"]) + (c["BM"] + c["BN"]) * c["BK"] / (64 * c["num_warps"])
+    assert regs(first_off) <= regs(first_on)

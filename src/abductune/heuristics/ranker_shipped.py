@@ -39,7 +39,7 @@ from ..hardware import HardwareInfo
 from ..problem import Problem
 from ..space import Config, Space
 from ..theory.resources import trouble
-from .features import NAMES, usable
+from .features import NAMES, TRITON_DIVISIBILITY, unaligned, usable
 from .ranker import (CLIPS, RIDGES, SELECT_MIN_KERNELS, TAUS, Ranker, ShapeStats, choose_constants, constants_of,
                      family, holdout_groups)
 
@@ -69,6 +69,7 @@ class Ranked:
     left_out: tuple[str, ...]  # training kernels whose shapes the holdout left out
     nvidia_tile: dict[str, Any] | None = None  # NVIDIA's output tile, put first (`rank`)
     in_tile: int = 0  # how many of `configs` (the first) have it
+    unaligned: bool = False  # a product's K or N off Triton's divisibility (`features.unaligned`)
 
     def why(self, i: int = 0) -> str:
         out = (f"rank {i + 1} of {len(self.configs)} feasible configs by the ranker's {self.family} model, "
@@ -78,6 +79,9 @@ class Ranked:
         if self.nvidia_tile is not None and i < self.in_tile:
             tile = ", ".join(f"{k}={v}" for k, v in self.nvidia_tile.items())
             out += f", within NVIDIA's model's output tile ({tile})"
+        if self.unaligned:
+            out += (f"; K or N is not a multiple of {TRITON_DIVISIBILITY}, so Triton cannot prove the loads aligned "
+                    "and the operand tiles pass through registers: ranked with the misaligned-stride features")
         return out
 
 
@@ -211,10 +215,11 @@ def rank(problem: Problem, space: Space, *, exclude: Any = None, hardware: Hardw
     ordered = ranker.rank(p, space, cands)
     tile = nvidia_tile(p, space) if nvidia else None
     first = [c for c in ordered if tile is not None and all(c.get(k) == v for k, v in tile.items())]
+    off = unaligned(p, space)
     if not first:
-        return Ranked(ordered, g, tuple(ranker.trained_on.get(g, ())), left)
+        return Ranked(ordered, g, tuple(ranker.trained_on.get(g, ())), left, unaligned=off)
     rest = [c for c in ordered if not all(c.get(k) == v for k, v in tile.items())]  # type: ignore[union-attr]
-    return Ranked(first + rest, g, tuple(ranker.trained_on.get(g, ())), left, tile, len(first))
+    return Ranked(first + rest, g, tuple(ranker.trained_on.get(g, ())), left, tile, len(first), unaligned=off)
 
 
 def nvidia_tile(problem: Problem, space: Space) -> dict[str, Any] | None:
