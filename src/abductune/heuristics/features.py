@@ -36,8 +36,11 @@ straight to shared memory; they pass through registers, so the configs that hold
 registers (the accumulator, the operand tiles, the stages in flight) lose most. On the H200
 the tutorial matmul at 4,000 x 3,000 x 1,000 ran at 145 TFLOP/s against 495 at 4,000 x 3,008 x
 1,008, and 392 of its 812 configs spilled against 16 (`zoo_data/h200/`). Per shape a flag,
-`unaligned`, times the features whose best value it moves. Nothing here was chosen by looking at
-a held-out kernel (fla's matmul, whose 3,000 x 5,000 x 1,000 shape is one such).
+`unaligned`, times the features whose best value it moves. The question came from a held-out
+kernel (fla's matmul: its 3,000 x 5,000 x 1,000 shape ran at an eighth of its aligned shapes'
+speed, session 36), so its figures there are not fully out of sample; the flag's form is Triton's
+rule and its weights are fitted without that kernel's data. The row-major reading is an
+assumption: a transposed operand's stride is another dim.
 """
 from __future__ import annotations
 
