@@ -40,8 +40,13 @@ def test_the_flag_switches_on_the_register_features_and_nothing_else():
     assert got["stages"] == 4 and got["warps"] == 3
     assert math.isclose(got["operand_regs"], math.log2(operand))
     assert got["acc_frac"] > 0 and math.isclose(got["acc_frac"] * 128, acc)
-    # the shared features differ only where the dims themselves move them (programs, padding)
     assert len(aligned) == len(off) == len(NAMES)
+    # on one problem, the flag moves its own columns and no other
+    on_flag = config_features(_mm(4096, 3000, 1000), SPACE, CFG, off=True)
+    off_flag = config_features(_mm(4096, 3000, 1000), SPACE, CFG, off=False)
+    assert on_flag == off
+    assert [v for i, v in enumerate(on_flag) if i not in COLS] == [v for i, v in enumerate(off_flag) if i not in COLS]
+    assert all(off_flag[i] == 0.0 for i in COLS) and any(on_flag[i] != 0.0 for i in COLS)
 
 
 def test_a_space_without_k_and_n_tiles_is_never_unaligned():

@@ -54,7 +54,7 @@ from ..hardware import HardwareInfo
 from ..measurement import Measurement
 from ..problem import Problem
 from ..space import Space
-from ..theory.diagnose import diagnose, on_warpgroup_mma
+from ..theory.diagnose import diagnose, on_warpgroup_mma, tiled_dims
 from ..theory.resources import ACC_MAX, DEFAULT_STAGES, footprint
 from ..theory.store.scope import LOOP, structure
 
@@ -82,8 +82,6 @@ def unaligned(problem: Problem, space: Space) -> bool:
     """Whether a tiled product's row strides, read as row-major (A is M x K, B K x N), are not
     multiples of `TRITON_DIVISIBILITY`: K or N off it (module docstring). False where the space
     tiles no K and N of the problem (the layout is then unknown)."""
-    from ..theory.diagnose import tiled_dims
-
     tiles = tiled_dims(problem, space)
     if "tile:K" not in tiles or "tile:N" not in tiles:
         return False
@@ -188,8 +186,6 @@ def usable(problem: Problem, space: Space) -> str | None:
         return "hardware unknown (no SM count)"
     if space.by_role("warps") is None:
         return "no warps role (not a Triton-style launch: block sizes may count threads)"
-    from ..theory.diagnose import tiled_dims
-
     if not tiled_dims(problem, space):
         return "no tile role covers a problem dim"
     from ..theory.store.gaps import space_gap  # lazily: the theory store imports the heuristics
