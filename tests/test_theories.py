@@ -371,3 +371,25 @@ def test_no_hypothesis_leaves_the_warpgroup_mma_on_hopper():
     hopper, ampere = proposed("H100-SXM"), proposed("A100-SXM")
     assert hopper and all(h.to_config["BLOCK_M"] >= 64 and h.to_config["num_warps"] % 4 == 0 for h in hopper)
     assert any(h.to_config["BLOCK_M"] < 64 for h in ampere)
+
+
+def test_spills_alone_move_against_registers():
+    """A config that spills and keeps its warps resident has registers as its only trouble: a
+    shallower pipeline frees shared memory, not registers, so it is not proposed, and the tile
+    moves rank by the share of the live registers (accumulator and operand tiles per thread) they
+    free: halving the N tile of a 128 x 256 x 64 tile frees more than halving its K tile. Where
+    the config cannot launch, fewer stages is still a move."""
+    th = lib.PRESSURE
+    wide = {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+    case = _case(matmul(4096, 4096, 4096), matmul_space(), wide, frac_flops=0.05, frac_bw=0.02, registers=255,
+                 spills=1180, smem_bytes=147456)
+    d, pb, sp, cfg = case
+    assert d.spills and d.occupancy is not None and d.occupancy >= 1 / 16
+    props = th.propose(*case)
+    _check_valid(sp, cfg, props)
+    assert not any(set(_moved(sp, cfg, c)) == {"stages"} for c in props)
+    gain = {tuple(sorted(_moved(sp, cfg, c))): th.expected_gain(*case, c) for c in props}
+    assert gain[("tile:N",)] > gain[("tile:K",)] > 0
+    assert th.expected_gain(*case, {**cfg, "num_stages": 2}) == 0.0  # frees no register
+    failed = _case(matmul(4096, 4096, 4096), matmul_space(), wide, status="resource_error")
+    assert set(_moved(sp, cfg, th.propose(*failed)[0])) == {"stages"}

@@ -6,18 +6,30 @@ import math
 from ...problem import Problem
 from ...space import Config, Space
 from ..diagnose import TRITON_DEFAULT_WARPS, Diagnosis, blocks_per_sm, smem_reserved, tiled_dims
+from ..resources import footprint
 from .base import ELEMS_PER_THREAD, ELEMS_PER_THREAD_OTHER, Theory, _capped, _keep, step_roles
 
 
 # 6. Spills and low occupancy
 
+def _low_occupancy(d: Diagnosis) -> bool:
+    return d.occupancy is not None and d.occupancy < 1 / 16  # < 1 warp per scheduler
+
+
 def _pressure_applies(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> bool:
-    low_occupancy = d.occupancy is not None and d.occupancy < 1 / 16  # < 1 warp per scheduler
-    return bool(d.spills) or d.status == "resource_error" or d.blocks_per_sm == 0 or low_occupancy
+    return bool(d.spills) or d.status == "resource_error" or d.blocks_per_sm == 0 or _low_occupancy(d)
+
+
+def _spills_only(d: Diagnosis) -> bool:
+    """Whether registers are the config's only trouble: it spills, launched, and keeps at least
+    one warp per scheduler resident."""
+    return bool(d.spills) and d.status != "resource_error" and d.blocks_per_sm != 0 and not _low_occupancy(d)
 
 
 def _pressure_propose(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> list[Config]:
-    out: list[Config | None] = [step_roles(sp, cfg, {"stages": -1}, adjust=())]
+    # a shallower pipeline frees shared memory (a launch, a resident block), not registers:
+    # the stages' buffers live in shared memory, so it is no move against spills alone
+    out: list[Config | None] = [] if _spills_only(d) else [step_roles(sp, cfg, {"stages": -1}, adjust=())]
     for role in tiled_dims(pb, sp):
         out.append(step_roles(sp, cfg, {role: -1}))
     # spills: spread the tile over more threads; too few resident warps: smaller blocks pack better
@@ -25,11 +37,39 @@ def _pressure_propose(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> list
     return _keep(out, sp, cfg)
 
 
+def _live_regs(pb: Problem, sp: Space, cfg: Config) -> float | None:
+    """Registers per thread the resource model holds live for `cfg` (`resources.footprint`):
+    attention's tiles, or a tiled product's fp32 accumulator and its A and B tiles; None
+    where it models neither."""
+    fp = footprint(pb, sp, cfg)
+    if fp.live_regs is not None:
+        return fp.live_regs
+    if fp.acc_per_thread is None:
+        return None
+    return fp.acc_per_thread + (fp.operand_regs or 0.0)
+
+
+def _register_cut(pb: Problem, sp: Space, cfg: Config, to: Config) -> float | None:
+    """The share of `cfg`'s live registers per thread (`_live_regs`) that the move to `to`
+    removes, in [0, 1]; None where the resource model does not say."""
+    a, b = _live_regs(pb, sp, cfg), _live_regs(pb, sp, to)
+    if a is None or b is None or a <= 0:
+        return None
+    return max(0.0, min(1.0, 1.0 - b / a))
+
+
 def _pressure_gain(d: Diagnosis, pb: Problem, sp: Space, cfg: Config, to: Config) -> float:
     if d.status == "resource_error" or d.blocks_per_sm == 0:
         return 1.0  # anything that runs beats a config that cannot launch
     if d.spills:
-        return _capped(d, min(0.5, 0.1 + d.spills / 256))
+        full = min(0.5, 0.1 + d.spills / 256)
+        # what spills is what the registers cannot hold: a move relieves the spill by the share
+        # of the live registers it frees. Twice the warps halve every per-thread term, as far
+        # as a move of one step can go: that share (one half) earns the whole gain, and a move
+        # that frees none (the split of K, the group size) earns none on this account
+        cut = _register_cut(pb, sp, cfg, to)
+        g = full if cut is None else full * min(1.0, 2.0 * cut)
+        return _capped(d, max(g, 0.1) if _low_occupancy(d) else g)
     return _capped(d, 0.1)
 
 
