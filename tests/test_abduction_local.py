@@ -149,3 +149,25 @@ def test_an_unseen_value_between_two_seen_ones_is_as_promising_as_the_better():
     moved = [sum(t.config[n] != inc[n] for n in SPACE.names) for t in tests]
     step = next(i for i, t in enumerate(tests) if t.config == {**inc, "BLOCK": 64})
     assert tests[step].gain == 0.0 and step < moved.index(2)  # among the single moves, before any pair
+
+
+def test_a_step_a_theory_names_takes_the_coarse_probes_place():
+    """Where the model cannot rank the moves, a one-value step a theory names at the incumbent
+    (one its per-batch cap left out of the hypotheses) takes the place of the blind coarse probe
+    of that parameter in that direction: the diagnosis has said how far (issue 27: a spilling
+    128-wide tile was probed at 32 while the theory's 64 waited). The other parameters' coarse
+    probes keep their turn, and at another incumbent the names do not apply."""
+    inc = {"BLOCK": 128, "GROUP": 4, "layout": "row", "num_stages": 2}
+    eng = _engine({SPACE.key(inc): 1.0})
+    coarse = 5  # BLOCK 32 and 512, GROUP 1 and 16, num_stages 4 (`test_moves_the_model_cannot_rank_go_coarse_first`)
+    assert {t.config["BLOCK"] for t in eng._local(inc)[:coarse]} >= {32, 512}
+    half = {**inc, "BLOCK": 64}
+    eng._named_at = (SPACE.key(inc), frozenset({SPACE.key(half)}))
+    lead = [t.config for t in eng._local(inc)[:coarse]]
+    assert half in lead and {**inc, "BLOCK": 32} not in lead and {**inc, "BLOCK": 512} in lead
+    assert {**inc, "GROUP": 1} in lead and {**inc, "GROUP": 16} in lead
+    eng.inc = inc
+    ranked = [t.config for t in eng._ranked(eng._local(inc))]
+    assert ranked.index(half) < ranked.index({**inc, "BLOCK": 32})
+    other = {**inc, "GROUP": 8}
+    assert {**other, "BLOCK": 64} not in [t.config for t in eng._local(other)[:coarse]]  # named at `inc` only

@@ -116,6 +116,7 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         self._inter: dict[tuple[str, str], float] = {}
         self._pairs: list[tuple[str, str]] = []
         self._inert_cache: tuple[int, frozenset[str]] | None = None  # (measurements, inert parameters)
+        self._named_at: tuple[tuple, frozenset[tuple]] | None = None  # (incumbent key, steps `_named` gives there)
         self.exhausted: list[Config] = []  # generic mode: incumbents where the local search stalled
         self._cannot_run: dict[tuple, str | None] = {}  # config key -> why it cannot launch (None: it can)
         self._spill_cache: dict[tuple, str | None] = {}  # config key -> why it spills (None: it does not)
