@@ -58,9 +58,11 @@ sys.path.insert(0, str(ROOT / "src"))
 
 MODELS = ("llama_prefill", "llama_decode", "bert", "resnet50")
 OPTIONAL_MODELS = ("vit_block",)
-VARIANTS = ("default", "max_autotune", "coordesc", "abductune")
+# abductune: its defaults, which pick Inductor's matmul-template configs (`enable(gemm=4)`, session
+# 38); abductune_nogemm: `gemm=0`, matmuls left to Inductor (the engine of sessions 14-37)
+VARIANTS = ("default", "max_autotune", "coordesc", "abductune", "abductune_nogemm")
 PHASES = {"default": ("cold", "warm"), "max_autotune": ("cold", "warm"), "coordesc": ("cold", "warm"),
-          "abductune": ("cold", "warm", "store")}
+          "abductune": ("cold", "warm", "store"), "abductune_nogemm": ("cold", "warm", "store")}
 ALL_PHASES = ("cold", "warm", "store")
 # seconds one child process took on the H100 in session 14 (benchmarks/results/session14/
 # inductor_h100.json, one repeat; abductune at budget 8 before min_us): only for the estimate
@@ -181,10 +183,12 @@ def child(args: argparse.Namespace) -> None:
         mode = "max-autotune-no-cudagraphs"
     elif args.variant == "coordesc":
         ic.coordinate_descent_tuning = True
-    elif args.variant == "abductune":
+    elif args.variant in ("abductune", "abductune_nogemm"):
         from abductune.integrations import inductor
 
         kw = {} if args.min_us is None else {"min_us": args.min_us}
+        if args.variant == "abductune_nogemm":
+            kw["gemm"] = 0
         handle = inductor.enable(store=args.store, budget=args.budget, compile_ahead=args.compile_ahead, **kw)
         scope = handle
     lap("enable_s")  # abductune's import and enable (not in compile_s, as in session 14)
@@ -215,6 +219,7 @@ def child(args: argparse.Namespace) -> None:
             rec["abductune"] = dict(handle.stats)
             rec["abductune_summary"] = handle.summary()
             rec["abductune_report"] = [dict(e) for e in handle.report]
+            rec["abductune_gemm"] = [dict(e) for e in handle.gemm]
         if args.profile:
             rec["kernels_us"] = kernel_times(compiled, inputs)
             lap("profile_s")
@@ -308,7 +313,7 @@ def table(runs: list[dict]) -> str:
     for m in models:
         base = [r["step_ms"] for r in runs if r["model"] == m and r["variant"] == "default" and "step_ms" in r]
         base_ms = statistics.median(base) if base else None
-        rows = [(v, ("cold", "warm")) for v in VARIANTS] + [("abductune", ("store",))]
+        rows = [(v, ("cold", "warm")) for v in VARIANTS] + [(v, ("store",)) for v in VARIANTS if v.startswith("abductune")]
         for v, phases in rows:
             got = {p: [r for r in runs if r["model"] == m and r["variant"] == v and r["phase"] == p and "step_ms" in r]
                    for p in phases}
@@ -317,7 +322,7 @@ def table(runs: list[dict]) -> str:
             med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else float("nan")  # noqa: E731
             steps = [r for p in phases for r in got[p]]
             step = med(steps, "step_ms")
-            label = v if phases != ("store",) else "abductune, store filled"
+            label = v if phases != ("store",) else f"{v}, store filled"
             cold = med(got.get("cold") or got.get("store") or [], "compile_s")
             warm = med(got.get("warm", []), "compile_s")
             rel = f"{step / base_ms:.3f}x" if base_ms else "-"

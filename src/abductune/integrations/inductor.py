@@ -63,7 +63,9 @@ from ..search import Budget, make_strategy
 from ..search.base import Seed
 from ..session import NEAREST_SEEDS, Session
 from ..store import Store
+from . import inductor_gemm as G
 from . import inductor_kernels as K
+from . import inductor_templates as T
 from . import inductor_report as R
 # the modules this one is split into; their names used by callers and tests are this module's too
 from .inductor_autotuner import _STORES, _KernelState, _classes, _describe, _key, _make_autotuner  # noqa: F401
@@ -96,6 +98,7 @@ class Handle:
         self.toolchain = toolchain_key()
         self.stats: Counter = Counter()
         self.report: list[dict[str, Any]] = []  # per kernel: what it cost and why (inductor_report)
+        self.gemm: list[dict[str, Any]] = []  # per matmul lowered: the template configs picked (inductor_gemm)
         self.closed = False
 
     def undo(self) -> None:
@@ -106,6 +109,7 @@ class Handle:
             if self in _STACK:
                 _STACK.remove(self)
             _install_loader()
+            T.install()
         if self._own_store:
             self.store.close()
 
@@ -133,7 +137,7 @@ class Handle:
 def enable(store: Store | str | os.PathLike[str] | None = None, strategy: str = "abduction",
            budget: Budget | int | None = DEFAULT_BUDGET, *, seed: int = 0, candidates: int = 2,
            per_shape: bool = True, compile_ahead: bool = False, min_us: float | None = K.DEFAULT_MIN_US,
-           options: Mapping[str, Any] | None = None) -> Handle:
+           options: Mapping[str, Any] | None = None, gemm: int = G.DEFAULT_LIMIT) -> Handle:
     """Turn abductune on for the Triton kernels Inductor generates from now on, in this
     process (module docstring). `store`: a Store or a path (None: the default store,
     `$ABDUCTUNE_STORE`); a file lets every process share what was tuned. `budget`:
@@ -145,7 +149,11 @@ def enable(store: Store | str | os.PathLike[str] | None = None, strategy: str = 
     docs/INDUCTOR.md). `min_us`: search only kernels whose pick Inductor timed at this many
     microseconds or more (K.DEFAULT_MIN_US says why 100); a faster kernel keeps Inductor's pick
     among its list and the candidates, stored as it is (0 or None: search every kernel).
-    `options`: the strategy's (abduction: stop_early=True)."""
+    `options`: the strategy's (abduction: stop_early=True). `gemm`: how many Triton matmul-template
+    configs each 16-bit mm and addmm gets, chosen by the ranker with no measurement
+    (`inductor_gemm`), where the matmul is memory-bound on this GPU; Inductor times them beside
+    ATen (cuBLAS) and keeps the fastest (`inductor_templates`: the seam). 0 leaves matmuls to
+    Inductor's own settings."""
     check_torch()
     b = budget if isinstance(budget, Budget) else Budget(DEFAULT_BUDGET if budget is None else budget)
     opts = dict(options if options is not None else ({"stop_early": True} if strategy == "abduction" else {}))
@@ -155,15 +163,20 @@ def enable(store: Store | str | os.PathLike[str] | None = None, strategy: str = 
     if min_us is not None and (isinstance(min_us, bool) or not isinstance(min_us, (int, float))
                                or not min_us >= 0 or min_us == float("inf")):
         raise AbductuneError(f"min_us must be a number of microseconds >= 0 (or None), got {min_us!r}")
+    if isinstance(gemm, bool) or not isinstance(gemm, int) or gemm < 0:
+        raise AbductuneError(f"gemm must be an integer >= 0 (configs per matmul; 0: Inductor's choice), got {gemm!r}")
+    if gemm:
+        T.seam()  # an Inductor without the seam fails here, in one line, not mid-compile
     own = not isinstance(store, Store)
     st = store if isinstance(store, Store) else Store(store)
     settings = K.Settings(st.path, strategy, b.evaluations, b.seconds, seed=seed, candidates=candidates,
                           per_shape=bool(per_shape), compile_ahead=bool(compile_ahead), min_us=float(min_us or 0.0),
-                          token=uuid.uuid4().hex, options=K.as_options(opts))
+                          token=uuid.uuid4().hex, options=K.as_options(opts), gemm=gemm)
     handle = Handle(settings, st, own)
     with _LOCK:
         _STACK.append(handle)
         _install_loader()
+        T.install()
     log.info("abductune.inductor on: store %s, %s, %s, search from %s us", st.path, strategy, b, settings.min_us)
     return handle
 

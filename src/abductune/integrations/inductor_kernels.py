@@ -101,6 +101,7 @@ class Settings:
     min_us: float = DEFAULT_MIN_US  # search only kernels whose Inductor pick runs at least this long
     token: str = ""  # the enable() in the parent process these settings belong to
     options: tuple[tuple[str, Any], ...] = ()  # strategy options, as sorted pairs
+    gemm: int = 0  # Triton matmul-template configs per mm and addmm (inductor_gemm); 0: Inductor's choice
 
 
 # ----------------------------------------------------------------------------- identity

@@ -1,0 +1,138 @@
+"""Which of Inductor's Triton matmul templates to compile and time, chosen with no measurement.
+
+    picks = pick(m, n, k, "bf16", hardware, limit=4)   # [{"BLOCK_M": 64, ..., "num_stages": 4}, ...]
+
+Under `max-autotune`, Inductor lowers every matmul (mm, addmm, bmm) to a choice between ATen
+(cuBLAS) and its Triton `mm` template at about twenty configs, scaled to the shape; it compiles
+and times them all, for every matmul shape of the model, which is most of max-autotune's compile
+time. Without max-autotune the Triton template is never tried, and a small-batch matmul (a
+decoder's decode step) keeps cuBLAS, which max-autotune beats there (docs/INDUCTOR.md, "Llama
+decode and max-autotune").
+
+`abductune.inductor.enable(gemm=N)` turns the template on and puts `pick`'s N configs in place of
+Inductor's list: the shipped ranker (`heuristics.ranker_shipped`, learned across the zoo's
+matmul kernels, one of which, the tutorial grouped matmul, is Inductor's template's design)
+orders the configs of `SPACE` for the shape, and the first config of each of the N best output
+tiles is kept (the tile sets the grid, the padding and the reuse; stages and warps move a config
+less, and N near-copies of one tile would spend the timings on one guess), among the configs
+Inductor compiles as they are (`as_compiled`). Inductor then compiles,
+times and caches these beside ATen as it does its own list, so cuBLAS stays the answer where it
+is faster.
+
+Only a memory-bound matmul (`memory_bound`: below the GPU's ridge point, as a decode step's
+are) gets the template; a compute-bound one keeps ATen alone, so its compile pays nothing. There
+the time is the tensor cores' and cuBLAS, tuned by NVIDIA per architecture, runs near their peak;
+where the time is the bytes, the tile and the grid that fill the GPU decide it, which is what a
+config choice can win. Measured before the rule, on the H200 (session 38, one repeat each): BERT
+(4,096 x 768 x 768 and its like, compute-bound) gave the template 35.6 s of cold compile against
+12.8 s without, and max-autotune's full list did not beat the default's step (3.26 against 3.21
+ms); the Llama decode step (32 rows) went from 0.404 ms (default) to 0.348 (0.338 under
+max-autotune).
+
+`SPACE` is the range the ranker was trained on (the zoo's tutorial matmul: tiles 16 to 256 by 32
+to 256 by 32 to 128, 4 or 8 warps, 3 to 5 stages), not Inductor's exhaustive list: a ranking
+outside its data is an extrapolation. No torch here: the seam (`inductor.py`) converts.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from ..errors import AbductuneError
+from ..hardware import HardwareInfo
+from ..problem import Problem
+from ..space import Param, Space
+
+log = logging.getLogger(__name__)
+
+# Inductor's mm template's parameters, named as its config kwargs are
+NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
+GROUP_M = 8  # Inductor's template groups eight M tiles (its GemmConfig default)
+SPACE = Space([
+    Param("BLOCK_M", (16, 32, 64, 128, 256), "tile:M", kind="pow2"),
+    Param("BLOCK_N", (32, 64, 128, 256), "tile:N", kind="pow2"),
+    Param("BLOCK_K", (32, 64, 128), "tile:K", kind="pow2"),
+    Param("GROUP_M", (GROUP_M,), "group"),
+    Param("num_warps", (4, 8), "warps"),
+    Param("num_stages", (3, 4, 5), "stages"),
+])
+# element sizes the picks are made for: the 16-bit float matmuls the ranker learned on; int8 and
+# fp8 templates have their own heuristics, and fp32 runs on another peak (TF32 or not, Inductor's
+# allow_tf32 decides), so those keep Inductor's list
+DTYPES = {2: "bf16"}
+DEFAULT_LIMIT = 4
+_PICKED: dict[tuple, list[dict[str, int]]] = {}  # this process's picks, by shape, dtype, GPU and limit
+
+
+def problem(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None, batch: int = 1) -> Problem:
+    """The matmul as the ranker reads it: a row-major (m x k) @ (k x n), `batch` times."""
+    size = 2 if dtype in ("bf16", "fp16") else 4
+    return Problem("inductor_mm", "matmul", {"M": m, "N": n, "K": k}, {"a": dtype, "w": dtype, "c": dtype},
+                   flops=2.0 * m * n * k * batch, min_bytes=float(size * (m * k + k * n + m * n) * batch),
+                   hardware=hardware)
+
+
+def memory_bound(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None, batch: int = 1) -> bool:
+    """Whether the matmul's FLOPs per byte (each operand read once, the output written once) sit
+    below the hardware's ridge point (its peak for `dtype` over its memory bandwidth). False
+    where the roofline is unknown."""
+    p = problem(m, n, k, dtype, hardware, batch)
+    peak = hardware.peak(dtype) if hardware is not None else None
+    if not peak or hardware is None or not hardware.mem_bandwidth or not p.min_bytes:
+        return False
+    return p.flops / p.min_bytes < peak / hardware.mem_bandwidth
+
+
+def pick(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None, limit: int = DEFAULT_LIMIT,
+         batch: int = 1) -> list[dict[str, int]]:
+    """`limit` configs of `SPACE` for this matmul, best first: the ranker's first config of each
+    of its `limit` best output tiles (module docstring). Raises AbductuneError where the ranker
+    cannot rank (unknown hardware, a stale shipped file)."""
+    from ..heuristics.ranker_shipped import rank
+
+    if min(m, n, k) < 1:
+        raise AbductuneError(f"a matmul of {m} x {n} x {k} has nothing to tile")
+    key = (m, n, k, dtype, hardware.name if hardware is not None else None, limit, batch)
+    if key in _PICKED:  # a model lowers the same matmul once per layer
+        return [dict(c) for c in _PICKED[key]]
+    ordered = rank(problem(m, n, k, dtype, hardware, batch), SPACE).configs
+    out: list[dict[str, int]] = []
+    tiles: set[tuple[int, int]] = set()
+    for c in ordered:
+        if not as_compiled(c, m, n, k):
+            continue
+        tile = (int(c["BLOCK_M"]), int(c["BLOCK_N"]))
+        if tile in tiles:
+            continue
+        tiles.add(tile)
+        out.append({n_: int(c[n_]) for n_ in NAMES})
+        if len(out) >= limit:
+            break
+    _PICKED[key] = [dict(c) for c in out]
+    return out
+
+
+def _ceil_pow2(v: int) -> int:
+    return 1 << max(0, (v - 1).bit_length())
+
+
+def as_compiled(c: dict[str, Any], m: int, n: int, k: int) -> bool:
+    """Whether Inductor compiles `c` as it is: its template list is scaled to the shape (each
+    block at most the next power of two of its dim, at least 16) and its warps cut to one per 256
+    output elements (`_scale_mm_configs`, `_finalize_mm_configs`). A config it would change was
+    not the one ranked, and two picks could become one."""
+    return (c["BLOCK_M"] <= max(16, _ceil_pow2(m)) and c["BLOCK_N"] <= max(16, _ceil_pow2(n))
+            and c["BLOCK_K"] <= max(16, _ceil_pow2(k)) and c["num_warps"] <= c["BLOCK_M"] * c["BLOCK_N"] // 256)
+
+
+def as_int(v: Any) -> int | None:
+    """A size Inductor hands over (an int, a sympy Integer) as an int; None for a symbol (a
+    dynamic size: its picks would be for one value of it)."""
+    try:
+        if getattr(v, "free_symbols", None):
+            return None
+        got = int(v)
+    except (TypeError, ValueError):
+        return None
+    return got if got > 0 and math.isfinite(got) else None

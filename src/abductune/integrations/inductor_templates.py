@@ -1,0 +1,220 @@
+"""abductune.inductor's matmul seam: Inductor's Triton mm template, with abductune's configs, where it can win.
+
+While an `enable(gemm=N)` is live (the innermost enable's N counts), two things in Inductor are
+replaced, and put back exactly when the last such enable ends (`install`):
+
+1. The lowerings of `aten.mm` and `aten.addmm` (every key of Inductor's `lowerings` table that
+   holds them). A static 16-bit matmul that is memory-bound on this GPU (`inductor_gemm.memory_bound`)
+   is lowered with Inductor's template switch on for that one lowering (`GEMM_CONFIG`:
+   `max_autotune_gemm`, backends ATEN and TRITON); every other matmul is lowered exactly as
+   Inductor would. The switch is not turned on for the whole process: it also changes how ATen's
+   own addmm is lowered (a bias copied into the output, then a GEMM that adds it), which on
+   BERT's compute-bound addmm cost 10% of the step's GPU time with no template chosen (H200,
+   session 38, one repeat: 2,951 against 2,650 us).
+2. `BaseConfigHeuristic.preprocess_mm_configs`, which turns a template heuristic's config list
+   into the configs Inductor compiles: inside such a lowering, for the plain mm and addmm
+   heuristics, `inductor_gemm.pick`'s N configs stand in for Inductor's list. Outside it (the
+   user's own max-autotune), Inductor's list is untouched.
+
+Each matmul lowered inside the seam leaves an entry in the enable's `handle.gemm` (its sizes, the
+decision, the picks, the seconds the pick took). Lowering runs in the process that calls
+`torch.compile`, so nothing here travels to Inductor's compile workers.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import threading
+import time
+from typing import Any
+
+from . import inductor_gemm as G
+from .inductor_state import _LOCK, _ORIGINAL, InductorVersionError, active
+
+log = logging.getLogger(__name__)
+
+# Inductor's heuristics whose `preprocess_mm_configs` makes the plain mm and addmm template's list
+# (not the persistent-TMA, scaled, int8 or mm-plus-mm ones, which have their own templates)
+GEMM_HEURISTICS = ("CUDAMMTemplateConfigHeuristic", "CUDAAddMMTemplateConfigHeuristic")
+GEMM_OPS = ("mm", "addmm")
+# Inductor's config inside the lowering of a matmul abductune picks for: the Triton template
+# beside ATen, and never the C++ GEMM template, which the same switch turns on for CPU matmuls
+GEMM_CONFIG = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "ATEN,TRITON"}
+
+_SCOPE = threading.local()  # .sizes: the matmul being lowered under GEMM_CONFIG in this thread
+
+
+def seam() -> tuple[Any, Any, Any]:
+    """Inductor's config, template heuristics module and lowerings table, where they have what
+    the seam replaces; else InductorVersionError, one line."""
+    import torch
+    from torch._inductor import config
+
+    try:
+        from torch._inductor import lowering
+        from torch._inductor.template_heuristics import triton as tt
+    except ImportError as e:
+        raise InductorVersionError(f"this torch's Inductor has no {e.name or e}, which abductune's matmul picks "
+                                   "hook: pass gemm=0 to leave matmuls to Inductor") from None
+    missing = [n for n in ("BaseConfigHeuristic", *GEMM_HEURISTICS) if not hasattr(tt, n)]
+    missing += [k for k in GEMM_CONFIG if not hasattr(config, k)]
+    if not hasattr(getattr(tt, "BaseConfigHeuristic", None), "preprocess_mm_configs"):
+        missing.append("BaseConfigHeuristic.preprocess_mm_configs")
+    table = getattr(lowering, "lowerings", None)
+    aten = torch.ops.aten
+    if not isinstance(table, dict) or aten.mm not in table or aten.addmm not in table:
+        missing.append("lowerings[aten.mm / aten.addmm]")
+    if missing:
+        raise InductorVersionError(f"this torch's Inductor lacks {missing[0]}, which abductune's matmul picks "
+                                   "hook: pass gemm=0 to leave matmuls to Inductor")
+    return config, tt, table
+
+
+def _limit() -> int:
+    h = active()
+    return h.settings.gemm if h is not None else 0
+
+
+def install() -> None:
+    """Put the seam in place while the innermost live enable asks for `gemm`, Inductor's own
+    functions back otherwise (under the state lock, as the loader's)."""
+    with _LOCK:
+        want = _limit() > 0
+        if want and "gemm_lowerings" not in _ORIGINAL:
+            import torch
+
+            _, tt, table = seam()
+            aten = torch.ops.aten
+            saved: dict[Any, Any] = {}
+            for op, name in ((aten.mm, "mm"), (aten.addmm, "addmm")):
+                fn = table[op]
+                wrapped = _lowering(fn, name)
+                for key, value in list(table.items()):
+                    if value is fn:  # the packet and each of its overloads
+                        saved[key] = value
+                        table[key] = wrapped
+            _ORIGINAL["gemm_lowerings"] = saved
+            _ORIGINAL["preprocess_mm_configs"] = tt.BaseConfigHeuristic.preprocess_mm_configs
+            tt.BaseConfigHeuristic.preprocess_mm_configs = _preprocess_mm_configs
+        elif not want and "gemm_lowerings" in _ORIGINAL:
+            _, tt, table = seam()
+            for key, fn in _ORIGINAL.pop("gemm_lowerings").items():
+                if getattr(table.get(key), "_abt_original", None) is fn:
+                    table[key] = fn
+                else:
+                    log.warning("abductune.inductor: the lowering of %s was replaced by someone else; left as it is",
+                                key)
+            tt.BaseConfigHeuristic.preprocess_mm_configs = _ORIGINAL.pop("preprocess_mm_configs")
+
+
+@functools.lru_cache(maxsize=1)
+def _hardware() -> Any:
+    from ..hardware import local_hardware
+
+    return local_hardware()
+
+
+def _dtype(node: Any) -> str | None:
+    """The picks' dtype name for a 16-bit float IR node (`inductor_gemm.DTYPES`), else None."""
+    try:
+        dt = node.get_dtype()
+    except Exception:  # noqa: BLE001 - an IR node without a dtype is not ours to judge
+        return None
+    return G.DTYPES.get(getattr(dt, "itemsize", 0)) if getattr(dt, "is_floating_point", False) else None
+
+
+def _sizes(op: str, args: tuple) -> tuple[list[int | None], str | None]:
+    """([m, n, k], dtype) of an mm(mat1, mat2) or addmm(inp, mat1, mat2) being lowered."""
+    mats = args[:2] if op == "mm" else args[1:3]
+    try:
+        (m, k), (_, n) = (list(x.get_size()) for x in mats)
+    except Exception:  # noqa: BLE001 - not two matrices: leave it to Inductor
+        return [None, None, None], None
+    return [G.as_int(v) for v in (m, n, k)], _dtype(mats[0])
+
+
+def _lowering(original: Any, op: str) -> Any:
+    """`original` (Inductor's lowering of `op`), run with the template switch on for a static,
+    memory-bound 16-bit matmul, as it is for anything else."""
+
+    @functools.wraps(original)
+    def lower(*args: Any, **kwargs: Any) -> Any:
+        from torch._inductor import config
+
+        handle = active()
+        if handle is None or handle.settings.gemm <= 0 or getattr(_SCOPE, "sizes", None) is not None:
+            return original(*args, **kwargs)
+        sizes, dtype = _sizes(op, args)
+        if dtype is None or None in sizes:
+            return original(*args, **kwargs)
+        try:
+            bound = G.memory_bound(*sizes, dtype, _hardware())  # type: ignore[arg-type]
+        except Exception as e:  # noqa: BLE001 - abductune must never break a compile
+            log.warning("abductune.inductor: %s %s left to Inductor (%s: %s)", op, sizes, type(e).__name__, e)
+            return original(*args, **kwargs)
+        if not bound:
+            handle.gemm.append({"op": op, "M": sizes[0], "N": sizes[1], "K": sizes[2], "dtype": dtype,
+                                "decision": "inductor", "why": "compute-bound", "picks": []})
+            return original(*args, **kwargs)
+        _SCOPE.sizes = (op, sizes, dtype)
+        try:
+            with config.patch(GEMM_CONFIG):
+                return original(*args, **kwargs)
+        finally:
+            _SCOPE.sizes = None
+
+    lower._abt_original = original  # type: ignore[attr-defined]
+    return lower
+
+
+def _preprocess_mm_configs(self: Any, m: Any, n: Any, k: Any, configs: Any, *args: Any, **kwargs: Any) -> Any:
+    """Inductor's `preprocess_mm_configs`; inside a lowering the seam switched on (`_lowering`),
+    for the plain mm and addmm heuristics, with `inductor_gemm.pick`'s configs in place of
+    Inductor's list. Any other template's list inside such a lowering (a persistent-TMA one the
+    user turned on) is emptied: the switch was abductune's, not the user's. Where the pick
+    fails, Inductor's own list (logged: a pick must never break a compile)."""
+    original = _ORIGINAL.get("preprocess_mm_configs")
+    if original is None:  # undone since this call was dispatched here: Inductor's own is back in place
+        from torch._inductor.template_heuristics import triton as tt
+
+        return tt.BaseConfigHeuristic.preprocess_mm_configs(self, m, n, k, configs, *args, **kwargs)
+    scope = getattr(_SCOPE, "sizes", None)
+    handle = active()
+    if scope is None or handle is None or not configs:
+        return original(self, m, n, k, configs, *args, **kwargs)
+    op, sizes, dtype = scope
+    entry = {"op": op, "M": sizes[0], "N": sizes[1], "K": sizes[2], "dtype": dtype, "inductor_configs": len(configs)}
+    if type(self).__name__ not in GEMM_HEURISTICS or kwargs.get("op_name", "mm") not in GEMM_OPS:
+        handle.gemm.append({**entry, "decision": "aten", "why": f"{type(self).__name__} is not abductune's to fill",
+                            "picks": []})
+        return iter(())
+    t0 = time.perf_counter()
+    try:
+        picks = G.pick(*sizes, dtype, _hardware(), handle.settings.gemm)
+        ours = [dataclasses.replace(configs[0], block_m=c["BLOCK_M"], block_n=c["BLOCK_N"], block_k=c["BLOCK_K"],
+                                    num_stages=c["num_stages"], num_warps=c["num_warps"], group_m=c["GROUP_M"])
+                for c in picks]
+    except Exception as e:  # noqa: BLE001 - abductune must never break a compile
+        log.warning("abductune.inductor: Inductor's matmul-template list for %s %s (%s: %s)",
+                    op, sizes, type(e).__name__, e)
+        handle.gemm.append({**entry, "decision": "inductor", "why": f"the pick failed ({type(e).__name__}: {e})",
+                            "picks": []})
+        return original(self, m, n, k, configs, *args, **kwargs)
+    handle.gemm.append({**entry, "decision": "template", "picks": picks,
+                        "pick_s": round(time.perf_counter() - t0, 4)})
+    log.info("abductune.inductor: %s %s: %d template configs in place of Inductor's %d", op, sizes, len(ours),
+             len(configs))
+    return original(self, m, n, k, ours, *args, **kwargs)
+
+
+@contextlib.contextmanager
+def lowering_scope(op: str, sizes: list[int], dtype: str):
+    """The state `_lowering` sets around a matmul it switched the template on for (for tests
+    that call a heuristic directly)."""
+    _SCOPE.sizes = (op, sizes, dtype)
+    try:
+        yield
+    finally:
+        _SCOPE.sizes = None

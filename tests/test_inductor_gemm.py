@@ -1,0 +1,233 @@
+"""abductune's picks for Inductor's Triton matmul template (integrations/inductor_gemm.py, the
+picks, no torch; integrations/inductor_templates.py, the seam), on a CPU.
+
+The picks are the shipped ranker's, read for an H100; the seam is driven through Inductor's own
+heuristic classes and lowerings table, and a small matmul compiled on the CPU goes through the
+wrapped lowering end to end (the Triton template itself needs a GPU: it is measured on one,
+docs/INDUCTOR.md).
+"""
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from abductune.errors import AbductuneError
+from abductune.hardware import lookup
+from abductune.integrations import inductor_gemm as G
+from abductune.problem import Problem
+from abductune.theory.resources import trouble
+
+H100 = lookup("H100-SXM")
+DECODE = (32, 4096, 4096)  # a decode step's projection: 32 rows
+SQUARE = (4096, 4096, 4096)
+
+
+# ----------------------------------------------------------------------------- the picks (no torch)
+
+@pytest.mark.parametrize("mnk", [DECODE, (32, 14336, 4096), (1, 4096, 14336), SQUARE, (2048, 1024, 4096)])
+def test_picks_are_distinct_tiles_inductor_compiles_as_they_are_and_that_fit(mnk):
+    picks = G.pick(*mnk, "bf16", H100, 4)
+    assert 1 <= len(picks) <= 4
+    tiles = [(c["BLOCK_M"], c["BLOCK_N"]) for c in picks]
+    assert len(set(tiles)) == len(tiles)
+    problem = G.problem(*mnk, "bf16", H100)
+    for c in picks:
+        assert set(c) == set(G.NAMES) and G.SPACE.is_valid(c)
+        assert G.as_compiled(c, *mnk)
+        assert trouble(problem, G.SPACE, c) is None
+    assert G.pick(*mnk, "bf16", H100, 4) == picks  # the same answer again (and from the cache)
+    assert G.pick(*mnk, "bf16", H100, 2) == picks[:2]
+
+
+def test_a_decode_matmul_is_tiled_for_its_rows():
+    # 32 rows: Inductor cuts a larger M tile to 32 anyway; the picks never waste one on padding
+    for c in G.pick(*DECODE, "bf16", H100, 4):
+        assert c["BLOCK_M"] <= 32
+
+
+def test_as_compiled_mirrors_inductors_scaling():
+    c = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 4, "num_stages": 3}
+    assert G.as_compiled(c, 64, 64, 64)
+    assert not G.as_compiled(c, 32, 64, 64)  # Inductor would cut BLOCK_M to 32
+    assert not G.as_compiled(c, 64, 64, 16)  # and BLOCK_K to 16
+    assert G.as_compiled({**c, "BLOCK_M": 16}, 3, 64, 64)  # 16 is Inductor's floor
+    assert not G.as_compiled({**c, "BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 4}, 16, 64, 64)  # 512 / 256 = 2 warps
+
+
+def test_memory_bound_is_read_off_the_roofline():
+    assert G.memory_bound(*DECODE, "bf16", H100)
+    assert not G.memory_bound(*SQUARE, "bf16", H100)
+    assert not G.memory_bound(*DECODE, "bf16", None)  # no roofline: not judged memory-bound
+    # the ridge point moves with the GPU: with 8 times the bandwidth, 256 rows are compute-bound
+    import dataclasses
+
+    fast = dataclasses.replace(H100, mem_bandwidth=H100.mem_bandwidth * 8)
+    m, n, k = 256, 4096, 4096
+    assert G.memory_bound(m, n, k, "bf16", H100) and not G.memory_bound(m, n, k, "bf16", fast)
+
+
+def test_a_pick_needs_a_matmul_and_a_known_gpu():
+    with pytest.raises(AbductuneError, match="nothing to tile"):
+        G.pick(0, 4096, 4096, "bf16", H100)
+    unknown = Problem("x", "matmul", {"M": 1}, hardware=None)
+    with pytest.raises(AbductuneError, match="cannot rank"):
+        G.pick(32, 4096, 4096, "bf16", unknown.hardware)
+
+
+def test_sizes_from_inductor():
+    sympy = pytest.importorskip("sympy")
+    assert G.as_int(sympy.Integer(32)) == 32 and G.as_int(7) == 7
+    assert G.as_int(sympy.Symbol("s0")) is None and G.as_int(0) is None and G.as_int("x") is None
+
+
+# ----------------------------------------------------------------------------- the seam (torch)
+
+torch = pytest.importorskip("torch", reason="the seam hooks Inductor")
+pytest.importorskip("triton", reason="Inductor's template heuristics import triton")
+
+from abductune.integrations import inductor  # noqa: E402
+from abductune.integrations import inductor_templates as T  # noqa: E402
+
+if not inductor.SUPPORTED[0] <= inductor.torch_version(torch.__version__) <= inductor.SUPPORTED[1]:
+    pytest.skip(f"torch {torch.__version__} is outside the versions abductune.inductor supports",
+                allow_module_level=True)
+
+from torch._inductor import config as iconfig  # noqa: E402
+from torch._inductor.lowering import lowerings  # noqa: E402
+from torch._inductor.template_heuristics import triton as tt  # noqa: E402
+
+aten = torch.ops.aten
+
+
+@pytest.fixture(autouse=True)
+def on_an_h100(monkeypatch):
+    """The seam reads the GPU it runs on; these tests say it is an H100."""
+    monkeypatch.setattr(T, "_hardware", lambda: H100)
+
+
+def _table():
+    return {k: v for k, v in lowerings.items() if k in (aten.mm, aten.addmm) or
+            getattr(k, "overloadpacket", None) in (aten.mm, aten.addmm)}
+
+
+def _configs(heuristic, m, n, k, op="mm"):
+    """What Inductor's heuristic yields for an m x n x k matmul of 16-bit inputs, as
+    `_get_template_configs_impl` asks for it (needs a graph's size variables)."""
+    from torch._inductor.sizevars import SizeVarAllocator
+    from torch._inductor.virtualized import V
+
+    with V.set_graph_handler(types.SimpleNamespace(sizevars=SizeVarAllocator())):
+        got = heuristic.get_mm_configs()(m, n, k, dtype_size=2, op_name=op)
+        return [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages)
+                for c in got]
+
+
+def test_enable_and_undo_put_the_matmul_seam_back_exactly(tmp_path):
+    table, pre = _table(), tt.BaseConfigHeuristic.preprocess_mm_configs
+    flags = (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends)
+    h = inductor.enable(store=tmp_path / "s.sqlite", gemm=4)
+    assert all(lowerings[k] is not v and lowerings[k]._abt_original is v for k, v in table.items())
+    assert tt.BaseConfigHeuristic.preprocess_mm_configs is not pre
+    assert (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends) == flags  # never switched globally
+    inner = inductor.enable(store=tmp_path / "t.sqlite", gemm=0)  # the innermost enable's gemm counts
+    assert all(lowerings[k] is v for k, v in table.items()) and tt.BaseConfigHeuristic.preprocess_mm_configs is pre
+    inner.undo()
+    assert all(lowerings[k] is not v for k, v in table.items())
+    h.undo()
+    assert all(lowerings[k] is v for k, v in table.items()) and tt.BaseConfigHeuristic.preprocess_mm_configs is pre
+    with inductor.enable(store=tmp_path / "u.sqlite", gemm=0):
+        assert all(lowerings[k] is v for k, v in table.items())
+
+
+def test_bad_gemm_fails_before_anything_is_patched():
+    table = _table()
+    for bad in (-1, True, 2.5, "4"):
+        with pytest.raises(AbductuneError, match="gemm must be"):
+            inductor.enable(store=":memory:", gemm=bad)
+    assert inductor.active() is None and all(lowerings[k] is v for k, v in table.items())
+
+
+def test_inside_a_switched_lowering_the_picks_replace_inductors_list(tmp_path):
+    h = tt.CUDAMMTemplateConfigHeuristic()
+    theirs = _configs(h, *DECODE)
+    with inductor.enable(store=tmp_path / "s.sqlite", gemm=3) as handle:
+        assert _configs(h, *DECODE) == theirs  # outside a lowering the seam switched on: untouched
+        assert handle.gemm == []
+        with T.lowering_scope("mm", list(DECODE), "bf16"):
+            ours = _configs(h, *DECODE)
+    picks = G.pick(*DECODE, "bf16", H100, 3)
+    assert ours == [(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["num_warps"], c["num_stages"]) for c in picks]
+    assert ours != theirs and len(theirs) > len(ours)
+    [entry] = handle.gemm
+    assert entry["decision"] == "template" and entry["picks"] == picks and entry["inductor_configs"] > 3
+
+
+def test_other_templates_inside_a_switched_lowering_get_nothing(tmp_path):
+    name = next((n for n in ("CUDAPersistentTMATemplateConfigHeuristic", "CUDAInt8MMTemplateConfigHeuristic")
+                 if hasattr(tt, n)), None)
+    if name is None:
+        pytest.skip("this torch has neither a persistent-TMA nor an int8 template heuristic")
+    with inductor.enable(store=tmp_path / "s.sqlite", gemm=4) as handle:
+        with T.lowering_scope("mm", list(DECODE), "bf16"):
+            assert _configs(getattr(tt, name)(), *DECODE) == []
+    assert [e["decision"] for e in handle.gemm] == ["aten"] and name in handle.gemm[0]["why"]
+
+
+def test_a_pick_that_fails_keeps_inductors_list(tmp_path, monkeypatch):
+    h = tt.CUDAMMTemplateConfigHeuristic()
+    theirs = _configs(h, *DECODE)
+
+    def broken(*a, **k):
+        raise AbductuneError("no ranker here")
+
+    monkeypatch.setattr(G, "pick", broken)
+    with inductor.enable(store=tmp_path / "s.sqlite", gemm=4) as handle:
+        with T.lowering_scope("mm", list(DECODE), "bf16"):
+            assert _configs(h, *DECODE) == theirs
+    assert handle.gemm[0]["decision"] == "inductor" and "no ranker here" in handle.gemm[0]["why"]
+
+
+def _compile_matmul(m, n, k, tmp_path, monkeypatch, gemm=4):
+    """Compile x @ y on the CPU under enable(gemm); also what Inductor's template switch read
+    in each mm lowering (a recorder put in the table under the seam's wrapper)."""
+    torch._dynamo.reset()
+    a = torch.randn(m, k, dtype=torch.bfloat16)
+    b = torch.randn(k, n, dtype=torch.bfloat16)
+    seen = []
+    real = lowerings[aten.mm]
+
+    def recorder(*args, **kwargs):
+        seen.append((iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends))
+        return real(*args, **kwargs)
+
+    for key, fn in list(lowerings.items()):
+        if fn is real:
+            monkeypatch.setitem(lowerings, key, recorder)
+    # lowered every time: no graph from Inductor's caches
+    with iconfig.patch(force_disable_caches=True), inductor.enable(store=tmp_path / "s.sqlite", gemm=gemm) as handle:
+        got = torch.compile(lambda x, y: x @ y, backend="inductor")(a, b)
+    torch.testing.assert_close(got, a @ b, rtol=2e-2, atol=2e-1)
+    assert seen, "the mm lowering did not run"
+    return handle, seen
+
+
+def test_a_memory_bound_matmul_is_lowered_with_the_template_switched_on(tmp_path, monkeypatch):
+    before = (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends)
+    handle, seen = _compile_matmul(16, 256, 512, tmp_path, monkeypatch)
+    assert seen == [(True, "ATEN,TRITON")]  # inside that lowering
+    assert (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends) == before  # and only there
+    assert handle.gemm == [] or all(e["M"] == 16 for e in handle.gemm)  # a CPU matmul asks no template
+
+
+def test_a_compute_bound_matmul_is_lowered_as_inductor_would(tmp_path, monkeypatch):
+    before = (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends)
+    handle, seen = _compile_matmul(1024, 1024, 1024, tmp_path, monkeypatch)
+    assert seen == [before]
+    assert [(e["op"], e["decision"], e["why"]) for e in handle.gemm] == [("mm", "inductor", "compute-bound")]
+
+
+def test_without_gemm_every_matmul_is_lowered_as_inductor_would(tmp_path, monkeypatch):
+    before = (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends)
+    handle, seen = _compile_matmul(16, 256, 512, tmp_path, monkeypatch, gemm=0)
+    assert seen == [before] and handle.gemm == []
