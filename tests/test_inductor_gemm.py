@@ -231,3 +231,54 @@ def test_without_gemm_every_matmul_is_lowered_as_inductor_would(tmp_path, monkey
     before = (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends)
     handle, seen = _compile_matmul(16, 256, 512, tmp_path, monkeypatch, gemm=0)
     assert seen == [before] and handle.gemm == []
+
+
+def test_graphs_lowered_with_the_seam_are_kept_apart_in_inductors_graph_cache(tmp_path, monkeypatch):
+    """A graph compiled without the seam, cached, is not served to a compile with it (it would
+    never be lowered again), nor the reverse."""
+    from torch._inductor import codecache
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    keys = []
+    real = codecache.compiled_fx_graph_hash
+
+    def spy(*args, **kwargs):
+        got = real(*args, **kwargs)
+        keys.append(got[0])
+        return got
+
+    monkeypatch.setattr(codecache, "compiled_fx_graph_hash", spy)
+    a, b = torch.randn(16, 512, dtype=torch.bfloat16), torch.randn(512, 256, dtype=torch.bfloat16)
+
+    def compile_once():
+        torch._dynamo.reset()
+        torch.compile(lambda x, y: x @ y)(a, b)
+
+    compile_once()
+    with inductor.enable(store=tmp_path / "s.sqlite", gemm=4):
+        compile_once()
+    compile_once()
+    # the third compile is the first again (AOTAutograd's cache may answer it before any FX key)
+    assert len(keys) >= 2 and keys[0] != keys[1] and all(k == keys[0] for k in keys[2:])
+    assert iconfig.post_grad_custom_post_pass is None
+
+
+def test_a_post_grad_pass_of_the_users_is_left_alone(tmp_path):
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class Mine(CustomGraphPass):
+        def __call__(self, graph):
+            return None
+
+        def uuid(self):
+            return "mine"
+
+    mine = Mine()
+    with iconfig.patch(post_grad_custom_post_pass=mine):
+        with inductor.enable(store=tmp_path / "s.sqlite", gemm=4):
+            assert iconfig.post_grad_custom_post_pass is mine
+        assert iconfig.post_grad_custom_post_pass is mine
+    with inductor.enable(store=tmp_path / "t.sqlite", gemm=4):
+        assert iconfig.post_grad_custom_post_pass is not None
+        assert "abductune" in iconfig.post_grad_custom_post_pass.uuid()
+    assert iconfig.post_grad_custom_post_pass is None

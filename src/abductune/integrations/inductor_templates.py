@@ -98,7 +98,9 @@ def install() -> None:
             _ORIGINAL["gemm_lowerings"] = saved
             _ORIGINAL["preprocess_mm_configs"] = tt.BaseConfigHeuristic.preprocess_mm_configs
             tt.BaseConfigHeuristic.preprocess_mm_configs = _preprocess_mm_configs
+            _salt(True)
         elif not want and "gemm_lowerings" in _ORIGINAL:
+            _salt(False)
             _, tt, table = seam()
             for key, fn in _ORIGINAL.pop("gemm_lowerings").items():
                 if getattr(table.get(key), "_abt_original", None) is fn:
@@ -107,6 +109,45 @@ def install() -> None:
                     log.warning("abductune.inductor: the lowering of %s was replaced by someone else; left as it is",
                                 key)
             tt.BaseConfigHeuristic.preprocess_mm_configs = _ORIGINAL.pop("preprocess_mm_configs")
+
+
+def _salt(on: bool) -> None:
+    """Inductor's FX graph cache keys a compiled graph by its config, which the seam does not
+    change: a graph compiled without the seam would be loaded from the cache and never lowered
+    again, keeping its matmuls as they were (and one compiled with it would serve a process
+    without it). A post-grad pass that does nothing, whose uuid names the seam, goes into the key
+    while it is in place; only where the user has no pass of their own there (theirs is left
+    alone, and the cache is then shared: logged)."""
+    from torch._inductor import config
+
+    if on:
+        if config.post_grad_custom_post_pass is None:
+            config.post_grad_custom_post_pass = _salt_type()()
+        else:
+            log.info("abductune.inductor: a post-grad pass of your own is set, so graphs Inductor cached before "
+                     "the matmul seam can be loaded without it")
+    elif isinstance(config.post_grad_custom_post_pass, _salt_type()):
+        config.post_grad_custom_post_pass = None
+
+
+@functools.lru_cache(maxsize=1)
+def _salt_type() -> type:
+    """The do-nothing post-grad pass `_salt` sets (made on first use: it subclasses Inductor's)."""
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    class GemmSalt(CustomGraphPass):
+        """Changes nothing; its uuid keeps graphs lowered with the matmul seam apart in Inductor's
+        FX graph cache (`_salt`)."""
+
+        def __call__(self, graph: Any) -> None:
+            return None
+
+        def uuid(self) -> Any:
+            from .. import __version__
+
+            return f"abductune.inductor matmul seam {__version__}"
+
+    return GemmSalt
 
 
 @functools.lru_cache(maxsize=1)
