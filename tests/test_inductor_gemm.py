@@ -102,8 +102,10 @@ aten = torch.ops.aten
 
 @pytest.fixture(autouse=True)
 def on_an_h100(monkeypatch):
-    """The seam reads the GPU it runs on; these tests say it is an H100."""
+    """The seam reads the GPU it runs on; these tests say it is an H100, and the CPU matmuls
+    they compile are judged as if they ran on it."""
     monkeypatch.setattr(T, "_hardware", lambda: H100)
+    monkeypatch.setattr(T, "_ON_ANY_DEVICE", True)
 
 
 def _table():
@@ -282,3 +284,10 @@ def test_a_post_grad_pass_of_the_users_is_left_alone(tmp_path):
         assert iconfig.post_grad_custom_post_pass is not None
         assert "abductune" in iconfig.post_grad_custom_post_pass.uuid()
     assert iconfig.post_grad_custom_post_pass is None
+
+
+def test_a_cpu_matmul_is_left_to_inductor(tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "_ON_ANY_DEVICE", False)
+    before = (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends)
+    handle, seen = _compile_matmul(16, 256, 512, tmp_path, monkeypatch)
+    assert seen == [before] and handle.gemm == []

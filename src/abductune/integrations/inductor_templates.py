@@ -44,6 +44,7 @@ GEMM_OPS = ("mm", "addmm")
 GEMM_CONFIG = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "ATEN,TRITON"}
 
 _SCOPE = threading.local()  # .sizes: the matmul being lowered under GEMM_CONFIG in this thread
+_ON_ANY_DEVICE = False  # tests: judge a CPU matmul as if it ran on the GPU (`_hardware`), to drive the seam
 
 
 def seam() -> tuple[Any, Any, Any]:
@@ -167,13 +168,15 @@ def _dtype(node: Any) -> str | None:
 
 
 def _sizes(op: str, args: tuple) -> tuple[list[int | None], str | None]:
-    """([m, n, k], dtype) of an mm(mat1, mat2) or addmm(inp, mat1, mat2) being lowered."""
+    """([m, n, k], dtype) of an mm(mat1, mat2) or addmm(inp, mat1, mat2) being lowered on a CUDA
+    device; dtype None for anything else (a CPU matmul has no Triton template to pick for)."""
     mats = args[:2] if op == "mm" else args[1:3]
     try:
         (m, k), (_, n) = (list(x.get_size()) for x in mats)
+        cuda = all(getattr(x.get_device(), "type", None) == "cuda" for x in mats)
     except Exception:  # noqa: BLE001 - not two matrices: leave it to Inductor
         return [None, None, None], None
-    return [G.as_int(v) for v in (m, n, k)], _dtype(mats[0])
+    return [G.as_int(v) for v in (m, n, k)], (_dtype(mats[0]) if cuda or _ON_ANY_DEVICE else None)
 
 
 def _lowering(original: Any, op: str) -> Any:
