@@ -227,6 +227,7 @@ def test_a_compute_bound_matmul_is_lowered_as_inductor_would(tmp_path, monkeypat
     handle, seen = _compile_matmul(1024, 1024, 1024, tmp_path, monkeypatch)
     assert seen == [before]
     assert [(e["op"], e["decision"], e["why"]) for e in handle.gemm] == [("mm", "inductor", "compute-bound")]
+    assert handle.summary()["matmuls"] == {"inductor": 1}
 
 
 def test_without_gemm_every_matmul_is_lowered_as_inductor_would(tmp_path, monkeypatch):

@@ -126,8 +126,12 @@ class Handle:
         return _finish(tuner, self, launcher, args, kwargs, first)
 
     def summary(self) -> dict[str, Any]:
-        """The report's totals: kernels per decision, seconds per phase (inductor_report)."""
-        return R.summarize(self.report, self.settings.min_us)
+        """The report's totals: kernels per decision, seconds per phase (inductor_report), and the
+        matmuls lowered with the template seam per decision (`gemm`: template, aten, inductor)."""
+        out = R.summarize(self.report, self.settings.min_us)
+        out["matmuls"] = dict(Counter(str(e.get("decision")) for e in self.gemm))
+        out["matmul_pick_s"] = round(sum(float(e.get("pick_s") or 0.0) for e in self.gemm), 4)
+        return out
 
     def __repr__(self) -> str:
         return (f"<abductune.inductor handle {'off' if self.closed else 'on'}: store {self.store.path}, "
