@@ -539,8 +539,8 @@ def _triton_meta(tuner: Any) -> dict[str, Any]:
 
 def from_env(environ: Mapping[str, str] | None = None) -> Handle | None:
     """`enable()` when ABDUCTUNE_INDUCTOR is 1 (budget from ABDUCTUNE_INDUCTOR_BUDGET, strategy from
-    ABDUCTUNE_INDUCTOR_STRATEGY, min_us from ABDUCTUNE_INDUCTOR_MIN_US, the store from
-    ABDUCTUNE_STORE); None when it is unset or 0."""
+    ABDUCTUNE_INDUCTOR_STRATEGY, min_us from ABDUCTUNE_INDUCTOR_MIN_US, gemm from
+    ABDUCTUNE_INDUCTOR_GEMM, the store from ABDUCTUNE_STORE); None when it is unset or 0."""
     env = os.environ if environ is None else environ
     value = env.get(ENV_VAR, "").strip().lower()
     if value in ("", "0", "false", "no", "off"):
@@ -558,8 +558,13 @@ def from_env(environ: Mapping[str, str] | None = None) -> Handle | None:
     if not 0 <= floor < float("inf"):
         raise AbductuneError(f"ABDUCTUNE_INDUCTOR_MIN_US={min_us!r}: give the microseconds a kernel must run to be "
                              "searched (0: every kernel)")
+    gemm = env.get("ABDUCTUNE_INDUCTOR_GEMM", "").strip()
+    if gemm and not gemm.isdigit():
+        raise AbductuneError(f"ABDUCTUNE_INDUCTOR_GEMM={gemm!r}: give the Triton matmul-template configs per matmul "
+                             "(0: leave matmuls to Inductor)")
     return enable(strategy=env.get("ABDUCTUNE_INDUCTOR_STRATEGY", "abduction") or "abduction",
-                  budget=int(budget) if budget else DEFAULT_BUDGET, min_us=floor)
+                  budget=int(budget) if budget else DEFAULT_BUDGET, min_us=floor,
+                  gemm=int(gemm) if gemm else G.DEFAULT_LIMIT)
 
 
 def _in_compile_worker() -> bool:
