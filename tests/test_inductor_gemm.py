@@ -296,15 +296,11 @@ def test_a_cpu_matmul_is_left_to_inductor(tmp_path, monkeypatch):
 
 def test_the_environment_variable_sets_gemm(monkeypatch, tmp_path):
     monkeypatch.setenv("ABDUCTUNE_STORE", str(tmp_path / "s.sqlite"))
-    h = inductor.from_env({"ABDUCTUNE_INDUCTOR": "1", "ABDUCTUNE_INDUCTOR_GEMM": "0"})
-    try:
-        assert h.settings.gemm == 0 and all(lowerings[k] is v for k, v in _table().items())
-    finally:
-        h.undo()
-    h = inductor.from_env({"ABDUCTUNE_INDUCTOR": "1"})
-    try:
-        assert h.settings.gemm == G.DEFAULT_LIMIT
-    finally:
-        h.undo()
+    table = _table()
+    with inductor.from_env({"ABDUCTUNE_INDUCTOR": "1", "ABDUCTUNE_INDUCTOR_GEMM": "0"}) as h:
+        assert h.settings.gemm == 0 and all(lowerings[k] is v for k, v in table.items())
+    with inductor.from_env({"ABDUCTUNE_INDUCTOR": "1"}) as h:
+        assert h.settings.gemm == G.DEFAULT_LIMIT and all(lowerings[k] is not v for k, v in table.items())
+    assert all(lowerings[k] is v for k, v in table.items())
     with pytest.raises(AbductuneError, match="ABDUCTUNE_INDUCTOR_GEMM"):
         inductor.from_env({"ABDUCTUNE_INDUCTOR": "1", "ABDUCTUNE_INDUCTOR_GEMM": "four"})
