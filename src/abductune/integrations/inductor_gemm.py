@@ -9,8 +9,8 @@ time. Without max-autotune the Triton template is never tried, and a small-batch
 decoder's decode step) keeps cuBLAS, which max-autotune beats there (docs/INDUCTOR.md, "Llama
 decode and max-autotune").
 
-`abductune.inductor.enable(gemm=N)` turns the template on and puts `pick`'s N configs in place of
-Inductor's list: the shipped ranker (`heuristics.ranker_shipped`, learned across the zoo's
+`abductune.inductor.enable(gemm=N)` turns the template on for the matmuls below, one lowering
+at a time, and puts `pick`'s N configs in place of Inductor's list: the shipped ranker (`heuristics.ranker_shipped`, learned across the zoo's
 matmul kernels, one of which, the tutorial grouped matmul, is Inductor's template's design)
 orders the configs of `SPACE` for the shape, and the first config of each of the N best output
 tiles is kept (the tile sets the grid, the padding and the reuse; stages and warps move a config
@@ -31,11 +31,10 @@ max-autotune).
 
 `SPACE` is the range the ranker was trained on (the zoo's tutorial matmul: tiles 16 to 256 by 32
 to 256 by 32 to 128, 4 or 8 warps, 3 to 5 stages), not Inductor's exhaustive list: a ranking
-outside its data is an extrapolation. No torch here: the seam (`inductor.py`) converts.
+outside its data is an extrapolation. No torch here: the seam (`inductor_templates`) converts.
 """
 from __future__ import annotations
 
-import logging
 import math
 from typing import Any
 
@@ -44,7 +43,6 @@ from ..hardware import HardwareInfo
 from ..problem import Problem
 from ..space import Param, Space
 
-log = logging.getLogger(__name__)
 
 # Inductor's mm template's parameters, named as its config kwargs are
 NAMES = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "num_warps", "num_stages")
@@ -59,33 +57,33 @@ SPACE = Space([
 ])
 # element sizes the picks are made for: the 16-bit float matmuls the ranker learned on; int8 and
 # fp8 templates have their own heuristics, and fp32 runs on another peak (TF32 or not, Inductor's
-# allow_tf32 decides), so those keep Inductor's list
+# allow_tf32 decides), so those are lowered as Inductor would
 DTYPES = {2: "bf16"}
 DEFAULT_LIMIT = 4
 _PICKED: dict[tuple, list[dict[str, int]]] = {}  # this process's picks, by shape, dtype, GPU and limit
 
 
-def problem(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None, batch: int = 1) -> Problem:
-    """The matmul as the ranker reads it: a row-major (m x k) @ (k x n), `batch` times."""
+def problem(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None) -> Problem:
+    """The matmul as the ranker reads it: a row-major (m x k) @ (k x n)."""
     size = 2 if dtype in ("bf16", "fp16") else 4
     return Problem("inductor_mm", "matmul", {"M": m, "N": n, "K": k}, {"a": dtype, "w": dtype, "c": dtype},
-                   flops=2.0 * m * n * k * batch, min_bytes=float(size * (m * k + k * n + m * n) * batch),
+                   flops=2.0 * m * n * k, min_bytes=float(size * (m * k + k * n + m * n)),
                    hardware=hardware)
 
 
-def memory_bound(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None, batch: int = 1) -> bool:
+def memory_bound(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None) -> bool:
     """Whether the matmul's FLOPs per byte (each operand read once, the output written once) sit
     below the hardware's ridge point (its peak for `dtype` over its memory bandwidth). False
     where the roofline is unknown."""
-    p = problem(m, n, k, dtype, hardware, batch)
+    p = problem(m, n, k, dtype, hardware)
     peak = hardware.peak(dtype) if hardware is not None else None
     if not peak or hardware is None or not hardware.mem_bandwidth or not p.min_bytes:
         return False
     return p.flops / p.min_bytes < peak / hardware.mem_bandwidth
 
 
-def pick(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None, limit: int = DEFAULT_LIMIT,
-         batch: int = 1) -> list[dict[str, int]]:
+def pick(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None,
+         limit: int = DEFAULT_LIMIT) -> list[dict[str, int]]:
     """`limit` configs of `SPACE` for this matmul, best first: the ranker's first config of each
     of its `limit` best output tiles (module docstring). Raises AbductuneError where the ranker
     cannot rank (unknown hardware, a stale shipped file)."""
@@ -93,10 +91,10 @@ def pick(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None, limi
 
     if min(m, n, k) < 1:
         raise AbductuneError(f"a matmul of {m} x {n} x {k} has nothing to tile")
-    key = (m, n, k, dtype, hardware.name if hardware is not None else None, limit, batch)
+    key = (m, n, k, dtype, hardware.name if hardware is not None else None, limit)
     if key in _PICKED:  # a model lowers the same matmul once per layer
         return [dict(c) for c in _PICKED[key]]
-    ordered = rank(problem(m, n, k, dtype, hardware, batch), SPACE).configs
+    ordered = rank(problem(m, n, k, dtype, hardware), SPACE).configs
     out: list[dict[str, int]] = []
     tiles: set[tuple[int, int]] = set()
     for c in ordered:

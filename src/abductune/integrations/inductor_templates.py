@@ -1,6 +1,6 @@
 """abductune.inductor's matmul seam: Inductor's Triton mm template, with abductune's configs, where it can win.
 
-While an `enable(gemm=N)` is live (the innermost enable's N counts), two things in Inductor are
+While an `enable(gemm=N)` is live (the innermost enable's N counts), three things in Inductor are
 replaced, and put back exactly when the last such enable ends (`install`):
 
 1. The lowerings of `aten.mm` and `aten.addmm` (every key of Inductor's `lowerings` table that
@@ -9,15 +9,17 @@ replaced, and put back exactly when the last such enable ends (`install`):
    `max_autotune_gemm`, backends ATEN and TRITON); every other matmul is lowered exactly as
    Inductor would. The switch is not turned on for the whole process: it also changes how ATen's
    own addmm is lowered (a bias copied into the output, then a GEMM that adds it), which on
-   BERT's compute-bound addmm cost 10% of the step's GPU time with no template chosen (H200,
+   BERT's compute-bound addmm cost 11% more of the step's GPU time with no template chosen (H200,
    session 38, one repeat: 2,951 against 2,650 us).
 2. `BaseConfigHeuristic.preprocess_mm_configs`, which turns a template heuristic's config list
    into the configs Inductor compiles: inside such a lowering, for the plain mm and addmm
    heuristics, `inductor_gemm.pick`'s N configs stand in for Inductor's list. Outside it (the
    user's own max-autotune), Inductor's list is untouched.
+3. `config.post_grad_custom_post_pass`, where the user has none: a pass that does nothing, so that
+   Inductor's FX graph cache keeps graphs lowered with the seam apart (`_salt`).
 
-Each matmul lowered inside the seam leaves an entry in the enable's `handle.gemm` (its sizes, the
-decision, the picks, the seconds the pick took). Lowering runs in the process that calls
+Each static 16-bit CUDA matmul lowered while the seam is in place leaves an entry in the enable's
+`handle.gemm` (its sizes, the decision, the picks, the seconds the pick took). Lowering runs in the process that calls
 `torch.compile`, so nothing here travels to Inductor's compile workers.
 """
 from __future__ import annotations
