@@ -41,7 +41,9 @@ The parts: this module (enable and its handle, the seam, the finish, `ABDUCTUNE_
 the `python -m` runner); `inductor_state` (the version check, the live enables);
 `inductor_report` (what each kernel cost, and why);
 `inductor_autotuner` (the autotuner subclasses and the store lookup); `inductor_kernels` (the
-store key, the space, the candidates; no torch); `inductor_measure` (the finish's evaluator).
+store key, the space, the candidates; no torch); `inductor_measure` (the finish's evaluator);
+`inductor_templates` (the matmul seam: Inductor's Triton mm template for memory-bound matmuls,
+`enable(gemm=N)`) and `inductor_gemm` (its picks; no torch).
 """
 from __future__ import annotations
 
