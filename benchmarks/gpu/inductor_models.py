@@ -331,16 +331,20 @@ def table(runs: list[dict]) -> str:
     tuned = [r for r in runs if r.get("abductune_summary")]
     if tuned:
         out.append("")
-        out.append(f"{'abductune':<14} {'phase':<6} {'rep':>3} {'compile s':>9} {'finish s':>9} {'search s':>9} "
-                   f"{'stored':>6} {'kept':>5} {'searched':>8} {'evals':>5} {'compiled':>8}")
+        out.append(f"{'abductune':<14} {'variant':<17} {'phase':<6} {'rep':>3} {'compile s':>9} {'finish s':>9} "
+                   f"{'search s':>9} {'stored':>6} {'kept':>5} {'searched':>8} {'evals':>5} {'compiled':>8} "
+                   f"{'matmuls t/a/i':>13}")
         for r in tuned:
             sm = r["abductune_summary"]
             d = sm.get("decisions", {})
+            mm = sm.get("matmuls") or {}  # template, ATen alone, Inductor's own (inductor_templates)
             search_s = sum(e.get("finish_s") or 0.0 for e in r.get("abductune_report", [])
                            if e.get("decision") == "searched")
-            out.append(f"{r['model']:<14} {r['phase']:<6} {r.get('repeat', 0):>3} {r.get('compile_s', float('nan')):>9.1f} "
+            out.append(f"{r['model']:<14} {r['variant']:<17} {r['phase']:<6} {r.get('repeat', 0):>3} "
+                       f"{r.get('compile_s', float('nan')):>9.1f} "
                        f"{sm.get('finish_s', 0.0):>9.2f} {search_s:>9.2f} {d.get('stored', 0):>6} {d.get('kept', 0):>5} "
-                       f"{d.get('searched', 0):>8} {sm.get('evaluations', 0):>5} {sm.get('compiled', 0):>8}")
+                       f"{d.get('searched', 0):>8} {sm.get('evaluations', 0):>5} {sm.get('compiled', 0):>8} "
+                       f"{mm.get('template', 0):>5}/{mm.get('aten', 0)}/{mm.get('inductor', 0)}")
     errors = [r for r in runs if "error" in r]
     if errors:
         out.append(f"{len(errors)} run(s) failed: " + "; ".join(f"{r['model']}/{r['variant']}/{r['phase']}"
