@@ -304,3 +304,14 @@ def test_the_environment_variable_sets_gemm(monkeypatch, tmp_path):
     assert all(lowerings[k] is v for k, v in table.items())
     with pytest.raises(AbductuneError, match="ABDUCTUNE_INDUCTOR_GEMM"):
         inductor.from_env({"ABDUCTUNE_INDUCTOR": "1", "ABDUCTUNE_INDUCTOR_GEMM": "four"})
+
+
+def test_an_inductor_without_the_matmul_seam_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.delattr(tt, "CUDAAddMMTemplateConfigHeuristic")
+    table = _table()
+    with pytest.raises(inductor.InductorVersionError, match="CUDAAddMMTemplateConfigHeuristic.*gemm=0") as e:
+        inductor.enable(store=tmp_path / "s.sqlite", gemm=4)
+    assert "\n" not in str(e.value) and inductor.active() is None
+    assert all(lowerings[k] is v for k, v in table.items())
+    with inductor.enable(store=tmp_path / "t.sqlite", gemm=0):  # matmuls left to Inductor: nothing to hook
+        assert all(lowerings[k] is v for k, v in table.items())
