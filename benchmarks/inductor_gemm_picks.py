@@ -3,7 +3,7 @@
     python benchmarks/inductor_gemm_picks.py [--limit 4] [--json OUT] [GLOB ...]
 
 `inductor_gemm.pick` ranks Inductor's template configs with the shipped ranker and keeps the first
-config of each of the `limit` best output tiles. Inductor's template cannot be replayed, so this
+config of each of the `limit` best output tiles (`inductor_gemm.first_of_each_tile`, used here too). Inductor's template cannot be replayed, so this
 applies the same rule to recorded matmul kernels of the same design: for each shape, the ranker
 refitted without the shape's kernel (`Holdout(problem, "kernel")`) orders the dataset's own space
 (with an L2 grouping of 8, Inductor's, where the space tunes one), the first config of each of
@@ -31,21 +31,14 @@ GROUP_M = 8
 def picks_of(ds, limit: int) -> list[dict]:
     """The first config of each of the `limit` best output tiles, learned without the kernel."""
     from abductune.heuristics.ranker_shipped import rank
+    from abductune.integrations.inductor_gemm import first_of_each_tile
     from abductune.problem import Holdout
 
     space, problem = ds.space(), ds.problem
     bm, bn, g = (space.by_role(r) for r in ("tile:M", "tile:N", "group"))
-    out, tiles = [], set()
-    for c in rank(problem, space, exclude=Holdout(problem, "kernel")).configs:
-        if g is not None and c[g.name] != GROUP_M:
-            continue
-        tile = (c[bm.name], c[bn.name])
-        if tile not in tiles:
-            tiles.add(tile)
-            out.append(c)
-        if len(out) >= limit:
-            break
-    return out
+    return [dict(c) for c in first_of_each_tile(rank(problem, space, exclude=Holdout(problem, "kernel")).configs,
+                                                limit, lambda c: (c[bm.name], c[bn.name]),
+                                                lambda c: g is None or c[g.name] == GROUP_M)]
 
 
 def main() -> None:

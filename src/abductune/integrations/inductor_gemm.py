@@ -36,8 +36,9 @@ outside its data is an extrapolation. No torch here: the seam (`inductor_templat
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable, Iterable, Mapping
 
+from ..costs import element_bytes
 from ..errors import AbductuneError
 from ..hardware import HardwareInfo
 from ..problem import Problem
@@ -65,7 +66,7 @@ _PICKED: dict[tuple, list[dict[str, int]]] = {}  # this process's picks, by shap
 
 def problem(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None) -> Problem:
     """The matmul as the ranker reads it: a row-major (m x k) @ (k x n)."""
-    size = 2 if dtype in ("bf16", "fp16") else 4
+    size = element_bytes(dtype)
     return Problem("inductor_mm", "matmul", {"M": m, "N": n, "K": k}, {"a": dtype, "w": dtype, "c": dtype},
                    flops=2.0 * m * n * k, min_bytes=float(size * (m * k + k * n + m * n)),
                    hardware=hardware)
@@ -74,12 +75,9 @@ def problem(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None) -
 def memory_bound(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None) -> bool:
     """Whether the matmul's FLOPs per byte (each operand read once, the output written once) sit
     below the hardware's ridge point (its peak for `dtype` over its memory bandwidth). False
-    where the roofline is unknown."""
-    p = problem(m, n, k, dtype, hardware)
-    peak = hardware.peak(dtype) if hardware is not None else None
-    if not peak or hardware is None or not hardware.mem_bandwidth or not p.min_bytes:
-        return False
-    return p.flops / p.min_bytes < peak / hardware.mem_bandwidth
+    where the roofline is unknown (either floor 0)."""
+    compute, memory = problem(m, n, k, dtype, hardware).roofline_seconds()
+    return 0 < compute < memory
 
 
 def pick(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None,
@@ -95,19 +93,29 @@ def pick(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None,
     if key in _PICKED:  # a model lowers the same matmul once per layer
         return [dict(c) for c in _PICKED[key]]
     ordered = rank(problem(m, n, k, dtype, hardware), SPACE).configs
-    out: list[dict[str, int]] = []
-    tiles: set[tuple[int, int]] = set()
-    for c in ordered:
-        if not as_compiled(c, m, n, k):
-            continue
-        tile = (int(c["BLOCK_M"]), int(c["BLOCK_N"]))
-        if tile in tiles:
-            continue
-        tiles.add(tile)
-        out.append({n_: int(c[n_]) for n_ in NAMES})
+    out = [{n_: int(c[n_]) for n_ in NAMES}
+           for c in first_of_each_tile(ordered, limit, lambda c: (c["BLOCK_M"], c["BLOCK_N"]),
+                                       lambda c: as_compiled(c, m, n, k))]
+    _PICKED[key] = [dict(c) for c in out]
+    return out
+
+
+def first_of_each_tile(ranked: Iterable[Mapping[str, Any]], limit: int, tile: Callable[[Mapping[str, Any]], Any],
+                       keep: Callable[[Mapping[str, Any]], bool] = lambda c: True) -> list[Mapping[str, Any]]:
+    """The first config of each of the first `limit` output tiles (`tile` of a config) in the
+    `ranked` order, among those `keep` accepts: the picks' rule, also what
+    benchmarks/inductor_gemm_picks.py scores on recorded matmuls."""
+    out: list[Mapping[str, Any]] = []
+    seen: set = set()
+    for c in ranked:
         if len(out) >= limit:
             break
-    _PICKED[key] = [dict(c) for c in out]
+        if not keep(c):
+            continue
+        t = tile(c)
+        if t not in seen:
+            seen.add(t)
+            out.append(c)
     return out
 
 

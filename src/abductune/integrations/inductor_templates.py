@@ -204,12 +204,8 @@ def _lowering(original: Any, op: str) -> Any:
             handle.gemm.append({"op": op, "M": sizes[0], "N": sizes[1], "K": sizes[2], "dtype": dtype,
                                 "decision": "inductor", "why": "compute-bound", "picks": []})
             return original(*args, **kwargs)
-        _SCOPE.sizes = (op, sizes, dtype)
-        try:
-            with config.patch(GEMM_CONFIG):
-                return original(*args, **kwargs)
-        finally:
-            _SCOPE.sizes = None
+        with lowering_scope(op, sizes, dtype), config.patch(GEMM_CONFIG):  # type: ignore[arg-type]
+            return original(*args, **kwargs)
 
     lower._abt_original = original  # type: ignore[attr-defined]
     return lower
@@ -257,8 +253,8 @@ def _preprocess_mm_configs(self: Any, m: Any, n: Any, k: Any, configs: Any, *arg
 
 @contextlib.contextmanager
 def lowering_scope(op: str, sizes: list[int], dtype: str):
-    """The state `_lowering` sets around a matmul it switched the template on for (for tests
-    that call a heuristic directly)."""
+    """The state `_lowering` sets around a matmul it switched the template on for, which
+    `_preprocess_mm_configs` reads (tests that call a heuristic directly set it too)."""
     _SCOPE.sizes = (op, sizes, dtype)
     try:
         yield
