@@ -127,6 +127,16 @@ class Footprint:
     # a tiled product's A and B tiles per thread, in 32-bit registers (None off a product)
     operand_regs: float | None = None
 
+    @property
+    def held_regs(self) -> float | None:
+        """Registers per thread the model holds live: attention's tiles (`live_regs`), or a tiled
+        product's fp32 accumulator and its A and B tiles; None where it models neither."""
+        if self.live_regs is not None:
+            return self.live_regs
+        if self.acc_per_thread is None:
+            return None
+        return self.acc_per_thread + (self.operand_regs or 0.0)
+
 
 def reg_cap(hw: HardwareInfo | None, threads: int | None) -> int | None:
     """Registers a thread of a `threads`-thread block can have on `hw` (NVIDIA: the per-block

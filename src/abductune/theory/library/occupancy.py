@@ -37,22 +37,10 @@ def _pressure_propose(d: Diagnosis, pb: Problem, sp: Space, cfg: Config) -> list
     return _keep(out, sp, cfg)
 
 
-def _live_regs(pb: Problem, sp: Space, cfg: Config) -> float | None:
-    """Registers per thread the resource model holds live for `cfg` (`resources.footprint`):
-    attention's tiles, or a tiled product's fp32 accumulator and its A and B tiles; None
-    where it models neither."""
-    fp = footprint(pb, sp, cfg)
-    if fp.live_regs is not None:
-        return fp.live_regs
-    if fp.acc_per_thread is None:
-        return None
-    return fp.acc_per_thread + (fp.operand_regs or 0.0)
-
-
 def _register_cut(pb: Problem, sp: Space, cfg: Config, to: Config) -> float | None:
-    """The share of `cfg`'s live registers per thread (`_live_regs`) that the move to `to`
-    removes, in [0, 1]; None where the resource model does not say."""
-    a, b = _live_regs(pb, sp, cfg), _live_regs(pb, sp, to)
+    """The share of `cfg`'s live registers per thread (`resources.Footprint.held_regs`) that the
+    move to `to` removes, in [0, 1]; None where the resource model does not say."""
+    a, b = footprint(pb, sp, cfg).held_regs, footprint(pb, sp, to).held_regs
     if a is None or b is None or a <= 0:
         return None
     return max(0.0, min(1.0, 1.0 - b / a))
