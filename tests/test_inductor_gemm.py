@@ -81,6 +81,38 @@ def test_sizes_from_inductor():
     assert G.as_int(sympy.Symbol("s0")) is None and G.as_int(0) is None and G.as_int("x") is None
 
 
+def _pick(bm, bn, bk, warps=4, stages=4):
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": 8, "num_warps": warps, "num_stages": stages}
+
+
+def test_the_store_keeps_what_inductors_timing_chose(tmp_path):
+    from abductune.store import Store
+
+    tc = "toolchain-a"
+    with Store(tmp_path / "s.sqlite") as st:
+        assert G.verdict(st, tc, *DECODE, "bf16", H100, 4) is None
+        got = G.record(st, tc, *DECODE, "bf16", H100, 4,
+                       [(_pick(32, 64, 128), 0.031), (_pick(16, 128, 64), 0.027), (_pick(64, 256, 64), float("inf"))],
+                       aten_ms=0.040)
+        assert got == {"won": "template", "config": _pick(16, 128, 64)}
+        assert G.verdict(st, tc, *DECODE, "bf16", H100, 4) == got
+        assert G.verdict(st, tc, *DECODE, "bf16", H100, 3) == got  # fewer picks asked: answered
+        assert G.verdict(st, tc, *DECODE, "bf16", H100, 8) is None  # more asked: timed again
+        assert G.verdict(st, "toolchain-b", *DECODE, "bf16", H100, 4) is None  # another Triton: timed again
+        assert G.verdict(st, tc, 64, 4096, 4096, "bf16", H100, 4) is None  # another shape
+        failed = [m for m in st.latest(G._context(*DECODE, "bf16", H100, tc)) if not m.ok]
+        assert len(failed) == 1 and failed[0].config["BLOCK_N"] == 256  # the failure is kept as one
+        # a later timing where ATen won is the answer from then on
+        assert G.record(st, tc, *DECODE, "bf16", H100, 4, [(_pick(16, 128, 64), 0.027)], 0.025)["won"] == "aten"
+        assert G.verdict(st, tc, *DECODE, "bf16", H100, 4) == {"won": "aten", "config": None}
+        # every pick failed: ATen, whatever its time
+        assert G.record(st, tc, 32, 1024, 1024, "bf16", H100, 4, [(_pick(16, 64, 64), float("nan"))],
+                        0.5) == {"won": "aten", "config": None}
+        # ATen not timed beside the picks: no verdict (nothing says the template beats it)
+        G.record(st, tc, 32, 2048, 1024, "bf16", H100, 4, [(_pick(16, 64, 64), 0.01)], None)
+        assert G.verdict(st, tc, 32, 2048, 1024, "bf16", H100, 4) is None
+
+
 # ----------------------------------------------------------------------------- the seam (torch)
 
 torch = pytest.importorskip("torch", reason="the seam hooks Inductor")
@@ -315,3 +347,101 @@ def test_an_inductor_without_the_matmul_seam_is_refused_in_one_line(tmp_path, mo
     assert all(lowerings[k] is v for k, v in table.items())
     with inductor.enable(store=tmp_path / "t.sqlite", gemm=0):  # matmuls left to Inductor: nothing to hook
         assert all(lowerings[k] is v for k, v in table.items())
+
+
+class _Node:
+    """An IR node as `_sizes` reads it."""
+
+    def __init__(self, *size, device="cuda"):
+        self.size, self.device = list(size), device
+
+    def get_size(self):
+        return self.size
+
+    def get_device(self):
+        return torch.device(self.device)
+
+    def get_dtype(self):
+        return torch.bfloat16
+
+
+class _Template:
+    def __init__(self, c):
+        self.log_info = {"tile_shape": str((c["BLOCK_M"], c["BLOCK_K"], c["BLOCK_N"])), "GROUP_M": c["GROUP_M"],
+                         "num_warps": c["num_warps"], "num_stages": c["num_stages"], "backend": "Triton"}
+
+
+class _Aten:
+    def info_dict(self):
+        return {"backend": "extern", "kernel_call_name": "extern_kernels.mm"}
+
+
+def test_inductors_timings_of_a_switched_matmul_go_into_the_store(tmp_path):
+    from torch._inductor import select_algorithm as sa
+
+    m, n, k = DECODE
+    nodes = [_Node(m, k), _Node(k, n)]
+    fast, slow = _pick(16, 128, 64), _pick(32, 64, 128, warps=8, stages=3)
+    with inductor.enable(store=tmp_path / "s.sqlite", gemm=4) as handle:
+        T._feedback({_Template(fast): 0.02}, "mm", nodes)  # not a matmul the seam switched on: not kept
+        assert G.verdict(handle.store, handle.toolchain, *DECODE, "bf16", H100, 4) is None
+        handle.gemm.append({"op": "mm", "M": m, "N": n, "K": k, "dtype": "bf16", "decision": "template"})
+        T._PENDING[("mm", DECODE, "bf16")] = (handle, 4)
+        T._feedback({_Template(slow): 0.03, _Aten(): 0.025, _Template(fast): 0.02}, "mm", nodes, [], None, {})
+        assert G.verdict(handle.store, handle.toolchain, *DECODE, "bf16", H100, 4) == \
+            {"won": "template", "config": fast}
+        assert handle.gemm[-1]["won"] == "template" and handle.gemm[-1]["aten_ms"] == 0.025
+        assert handle.summary()["matmuls_won"] == {"template": 1}
+        assert not T._PENDING
+        # an addmm's nodes are (bias, mat1, mat2); one where ATen won
+        T._PENDING[("addmm", (64, n, k), "bf16")] = (handle, 4)
+        T._feedback({_Template(fast): 0.05, _Aten(): 0.04}, "addmm", [_Node(64, n), _Node(64, k), _Node(k, n)])
+        assert G.verdict(handle.store, handle.toolchain, 64, n, k, "bf16", H100, 4) == {"won": "aten", "config": None}
+        # a store that fails is logged, never raised into Inductor's compile
+        T._PENDING[("mm", DECODE, "bf16")] = (types.SimpleNamespace(store=None, toolchain="x", gemm=[]), 4)
+        T._feedback({_Template(fast): 0.02, _Aten(): 0.03}, "mm", nodes)
+    assert T._feedback not in sa.get_algorithm_selector_cache().feedback_saver_fns  # gone with the seam
+
+
+def test_a_stored_pick_is_lowered_alone_and_a_stored_aten_as_inductor_would(tmp_path, monkeypatch):
+    before = (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends)
+    m, n, k = 16, 256, 512
+    from abductune.hardware import toolchain_key
+    from abductune.store import Store
+
+    h = tt.CUDAMMTemplateConfigHeuristic()
+    pick = _pick(16, 64, 64)
+    with Store(tmp_path / "s.sqlite") as st:
+        G.record(st, toolchain_key(), m, n, k, "bf16", H100, 4, [(pick, 0.01)], 0.02)
+    with inductor.enable(store=tmp_path / "s.sqlite", gemm=4):
+        with T.lowering_scope("mm", [m, n, k], "bf16", forced=pick):
+            assert _configs(h, m, n, k) == [(16, 64, 64, 4, 4)]  # the stored pick alone
+    handle, seen = _compile_matmul(m, n, k, tmp_path, monkeypatch)
+    # the stored pick alone (on a GPU one choice, which Inductor takes untimed); a CPU matmul has
+    # no Triton template, so Inductor refuses it, and the matmul is lowered again with ATen beside
+    # the picks, as if nothing were stored (a refusal must never break the compile)
+    assert seen == [(True, "TRITON"), (True, "ATEN,TRITON")]
+    assert [(e["decision"], e["picks"]) for e in handle.gemm] == [("store_template_refused", [pick])]
+    assert "No choices" in handle.gemm[0]["why"]
+    assert (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends) == before
+    with Store(tmp_path / "s.sqlite") as st:
+        G.record(st, toolchain_key(), m, n, k, "bf16", H100, 4, [(pick, 0.03)], 0.02)
+    handle, seen = _compile_matmul(m, n, k, tmp_path, monkeypatch)
+    assert seen == [before] and [e["decision"] for e in handle.gemm] == ["store_aten"]
+
+
+def test_a_switched_lowering_waits_for_inductors_timings(tmp_path, monkeypatch):
+    from torch._inductor import select_algorithm as sa
+
+    class Pending(dict):
+        def __setitem__(self, key, value):
+            waited.append((key, T._feedback in sa.get_algorithm_selector_cache().feedback_saver_fns))
+            super().__setitem__(key, value)
+
+    waited: list = []
+    monkeypatch.setattr(T, "_PENDING", Pending())
+    handle, seen = _compile_matmul(16, 256, 512, tmp_path, monkeypatch)
+    # the matmul waits for Inductor's timings with the feedback function in Inductor's selector
+    # (on the CPU Inductor has one choice, ATen, and times nothing); both are gone with the seam
+    assert seen == [(True, "ATEN,TRITON")] and waited == [(("mm", (16, 256, 512), "bf16"), True)]
+    assert not T._PENDING and T._feedback not in sa.get_algorithm_selector_cache().feedback_saver_fns

@@ -129,9 +129,12 @@ class Handle:
 
     def summary(self) -> dict[str, Any]:
         """The report's totals: kernels per decision, seconds per phase (inductor_report), and the
-        matmuls lowered with the template seam per decision (`gemm`: template, aten, inductor)."""
+        matmuls lowered with the template seam per decision (`gemm`: template, aten, inductor,
+        store_aten, store_template), and what Inductor's timing of the templated ones chose
+        (`matmuls_won`: template or aten)."""
         out = R.summarize(self.report, self.settings.min_us)
         out["matmuls"] = dict(Counter(str(e.get("decision")) for e in self.gemm))
+        out["matmuls_won"] = dict(Counter(str(e["won"]) for e in self.gemm if e.get("won")))
         out["matmul_pick_s"] = round(sum(float(e.get("pick_s") or 0.0) for e in self.gemm), 4)
         return out
 
@@ -158,8 +161,9 @@ def enable(store: Store | str | os.PathLike[str] | None = None, strategy: str = 
     `options`: the strategy's (abduction: stop_early=True). `gemm`: how many Triton matmul-template
     configs each 16-bit mm and addmm gets, chosen by the ranker with no measurement
     (`inductor_gemm`), where the matmul is memory-bound on this GPU; Inductor times them beside
-    ATen (cuBLAS) and keeps the fastest (`inductor_templates`: the seam). 0 leaves matmuls to
-    Inductor's own settings."""
+    ATen (cuBLAS) and keeps the fastest (`inductor_templates`: the seam), and the store keeps
+    what won, so a later process lowers that matmul with the winner alone, timing nothing. 0
+    leaves matmuls to Inductor's own settings."""
     check_torch()
     b = budget if isinstance(budget, Budget) else Budget(DEFAULT_BUDGET if budget is None else budget)
     opts = dict(options if options is not None else ({"stop_early": True} if strategy == "abduction" else {}))

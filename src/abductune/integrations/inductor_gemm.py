@@ -32,6 +32,14 @@ max-autotune).
 `SPACE` is the range the ranker was trained on (the zoo's tutorial matmul: tiles 16 to 256 by 32
 to 256 by 32 to 128, 4 or 8 warps, 3 to 5 stages), not Inductor's exhaustive list: a ranking
 outside its data is an extrapolation. No torch here: the seam (`inductor_templates`) converts.
+
+What Inductor's timing of the picks and ATen found is kept in abductune's store (`record`), and a
+later process with the same store asks it first (`verdict`): where ATen won, the matmul is lowered
+as Inductor would, with nothing compiled or timed; where a pick won, that one config alone is
+lowered, which Inductor takes without timing anything (a single choice). Inductor's own caches
+remember a choice too, but in its cache folder, keyed by its own version and config; a process
+with fresh caches (a new machine, a new container, a cleared /tmp) would compile and time every
+pick again.
 """
 from __future__ import annotations
 
@@ -41,6 +49,7 @@ from typing import Any, Callable, Iterable, Mapping
 from ..costs import element_bytes
 from ..errors import AbductuneError
 from ..hardware import HardwareInfo
+from ..measurement import Measurement, Status
 from ..problem import Problem
 from ..space import Param, Space
 
@@ -142,3 +151,57 @@ def as_int(v: Any) -> int | None:
     except (TypeError, ValueError):
         return None
     return got if got > 0 and math.isfinite(got) else None
+
+
+# the note of a store run that holds Inductor's timings of the picks and ATen for one matmul
+VERDICT = "inductor mm template: picks and ATen timed by Inductor"
+
+
+def _context(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None, toolchain: str) -> Any:
+    from ..store import Context
+
+    return Context.of(problem(m, n, k, dtype, hardware), SPACE, toolchain)
+
+
+def record(store: Any, toolchain: str, m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None,
+           limit: int, timings: Iterable[tuple[Mapping[str, int], float]], aten_ms: float | None) -> dict[str, Any]:
+    """Keep Inductor's timings of one matmul's template configs (config, ms; not finite: it
+    failed) and of ATen (None: ATen was not among the choices) as a finished store run, its
+    winner the fastest template config; returns the verdict `verdict` will give for it."""
+    rows = []
+    for cfg, ms in timings:
+        cfg = {n_: int(cfg[n_]) for n_ in NAMES}
+        ok = ms is not None and math.isfinite(ms) and ms > 0
+        rows.append(Measurement(cfg, Status.OK if ok else Status.RUNTIME_ERROR, float(ms) if ok else None,
+                                (float(ms),) if ok else (), extra={"timed_by": "inductor"}, kind="search"))
+    aten = float(aten_ms) if aten_ms is not None and math.isfinite(aten_ms) and aten_ms > 0 else None
+    ctx = _context(m, n, k, dtype, hardware, toolchain)
+    run_id = store.start_run(ctx, "inductor", {"note": VERDICT, "limit": int(limit), "aten_ms": aten})
+    saved = store.put_many(ctx, rows, run_id=run_id)
+    good = [r for r in saved if r.ok]
+    best = min(good, key=lambda r: r.time_ms) if good else None
+    won = "aten" if best is None or (aten is not None and aten <= best.time_ms) else "template"
+    store.finish_run(run_id, winner_id=best.id if best is not None else None,
+                     summary={"won": won, "aten_ms": aten, "best_template_ms": best.time_ms if best else None})
+    return {"won": won, "config": dict(best.config) if best is not None and won == "template" else None}
+
+
+def verdict(store: Any, toolchain: str, m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None,
+            limit: int) -> dict[str, Any] | None:
+    """What a finished `record` of this matmul (same GPU, toolchain and dtype) found, if it
+    timed at least `limit` picks beside ATen: {"won": "aten"} or {"won": "template", "config":
+    the fastest pick}; None where nothing was recorded (or only with fewer picks, or without
+    ATen: a process asking for more is not answered by less)."""
+    ctx = _context(m, n, k, dtype, hardware, toolchain)
+    for run in reversed(store.runs(ctx)):
+        opts = run.options or {}
+        if run.status != "done" or opts.get("note") != VERDICT or int(opts.get("limit") or 0) < limit \
+                or opts.get("aten_ms") is None:
+            continue
+        won = (run.summary or {}).get("won")
+        if won == "aten":
+            return {"won": "aten", "config": None}
+        rows = store.by_id([run.winner_id]) if run.winner_id is not None else []
+        if won == "template" and rows and rows[0].ok and SPACE.is_valid(rows[0].config):
+            return {"won": "template", "config": {n_: int(rows[0].config[n_]) for n_ in NAMES}}
+    return None

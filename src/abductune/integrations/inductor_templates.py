@@ -18,6 +18,12 @@ replaced, and put back exactly when the last such enable ends (`install`):
 3. `config.post_grad_custom_post_pass`, where the user has none: a pass that does nothing, so that
    Inductor's FX graph cache keeps graphs lowered with the seam apart (`_salt`).
 
+4. A feedback function in Inductor's algorithm selector (`add_feedback_saver`), while the seam is
+   in place: Inductor's timings of a switched matmul's picks and ATen go into the enable's store
+   (`inductor_gemm.record`). A matmul the store has a verdict for (`inductor_gemm.verdict`) is
+   lowered from it: ATen's as Inductor would, nothing timed; a pick's with that config alone
+   (backend TRITON only: a single choice, which Inductor takes untimed).
+
 Each static 16-bit CUDA matmul lowered while the seam is in place leaves an entry in the enable's
 `handle.gemm` (its sizes, the decision, the picks, the seconds the pick took). Lowering runs in the process that calls
 `torch.compile`, so nothing here travels to Inductor's compile workers.
@@ -44,8 +50,14 @@ GEMM_OPS = ("mm", "addmm")
 # Inductor's config inside the lowering of a matmul abductune picks for: the Triton template
 # beside ATen, and never the C++ GEMM template, which the same switch turns on for CPU matmuls
 GEMM_CONFIG = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "ATEN,TRITON"}
+# ... and for a matmul whose stored verdict is a pick: that config alone, so nothing is timed
+STORED_CONFIG = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON"}
 
-_SCOPE = threading.local()  # .sizes: the matmul being lowered under GEMM_CONFIG in this thread
+_SCOPE = threading.local()  # .sizes: the matmul being lowered under GEMM_CONFIG in this thread (.forced: its stored pick)
+# switched matmuls whose timings are still to come: (op, (m, n, k), dtype) -> (handle, limit). Inductor
+# may time a template's choices after the lowering (when it schedules, to weigh epilogue fusion),
+# so the feedback finds its matmul here rather than in the lowering's scope
+_PENDING: dict[tuple, tuple[Any, int]] = {}
 _ON_ANY_DEVICE = False  # tests: judge a CPU matmul as if it ran on the GPU (`_hardware`), to drive the seam
 
 
@@ -104,6 +116,8 @@ def install() -> None:
             _salt(True)
         elif not want and "gemm_lowerings" in _ORIGINAL:
             _salt(False)
+            _feedback_saver(False)
+            _PENDING.clear()
             _, tt, table = seam()
             for key, fn in _ORIGINAL.pop("gemm_lowerings").items():
                 if getattr(table.get(key), "_abt_original", None) is fn:
@@ -151,6 +165,71 @@ def _salt_type() -> type:
             return f"abductune.inductor matmul seam {__version__}"
 
     return GemmSalt
+
+
+def _feedback_saver(on: bool) -> bool:
+    """Put `_feedback` among the feedback functions of Inductor's algorithm selector (True where
+    it is there), or take it out. Checked at each switched lowering, not once: Inductor makes its
+    selector anew when its caches are cleared, and the new one has no feedback functions."""
+    try:
+        from torch._inductor import select_algorithm as sa
+
+        fns = sa.get_algorithm_selector_cache().feedback_saver_fns
+    except (ImportError, AttributeError) as e:  # an Inductor without feedback: nothing is recorded
+        log.info("abductune.inductor: Inductor's timings of the matmul picks cannot be kept (%s)", e)
+        return False
+    if on and _feedback not in fns:
+        fns.append(_feedback)
+    elif not on:
+        while _feedback in fns:
+            fns.remove(_feedback)
+    return True
+
+
+def _choice(caller: Any) -> dict[str, int] | None:
+    """The template config of one of Inductor's Triton template choices (from what it logs of
+    it: tile_shape is (BLOCK_M, BLOCK_K, BLOCK_N)); None for ATen or anything unreadable."""
+    info = getattr(caller, "log_info", None)
+    if not isinstance(info, dict) or "tile_shape" not in info:
+        return None
+    try:
+        bm, bk, bn = (int(v) for v in str(info["tile_shape"]).strip("()").split(","))
+        return {"BLOCK_M": bm, "BLOCK_N": bn, "BLOCK_K": bk, "GROUP_M": int(info.get("GROUP_M", G.GROUP_M)),
+                "num_warps": int(info["num_warps"]), "num_stages": int(info["num_stages"])}
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _feedback(timings: Any, name: Any, input_nodes: Any, *rest: Any) -> None:
+    """Inductor's feedback after timing a matmul's choices: for a matmul the seam switched on
+    (`_PENDING`), its picks' and ATen's times go into the enable's store (`inductor_gemm.record`).
+    Anything else is not ours; a failure is logged, never raised into the compile."""
+    if name not in GEMM_OPS:
+        return
+    try:
+        sizes, dtype = _sizes(name, tuple(input_nodes))
+        pending = _PENDING.pop((name, tuple(sizes), dtype), None)
+        if pending is None:
+            return
+        handle, limit = pending
+        picks, aten = [], []
+        for caller, ms in dict(timings).items():
+            cfg = _choice(caller)
+            if cfg is not None:
+                picks.append((cfg, float(ms)))
+            elif "extern" in str(getattr(caller, "info_dict", lambda: {})().get("backend", "")).lower():
+                aten.append(float(ms))
+        got = G.record(handle.store, handle.toolchain, *sizes, dtype, _hardware(), limit, picks,  # type: ignore[arg-type]
+                       min(aten) if aten else None)
+        timed = {"won": got["won"], "config": got["config"], "aten_ms": min(aten) if aten else None,
+                 "picks_ms": [ms for _, ms in picks]}
+        for entry in reversed(handle.gemm):  # the lowering's entry gets what the timing found
+            if (entry["op"], entry["M"], entry["N"], entry["K"], entry["dtype"]) == (name, *sizes, dtype) \
+                    and entry.get("decision") == "template":
+                entry.update(timed)
+                break
+    except Exception as e:  # noqa: BLE001 - abductune must never break a compile
+        log.warning("abductune.inductor: Inductor's timings of %s were not kept (%s: %s)", name, type(e).__name__, e)
 
 
 @functools.lru_cache(maxsize=1)
@@ -204,6 +283,33 @@ def _lowering(original: Any, op: str) -> Any:
             handle.gemm.append({"op": op, "M": sizes[0], "N": sizes[1], "K": sizes[2], "dtype": dtype,
                                 "decision": "inductor", "why": "compute-bound", "picks": []})
             return original(*args, **kwargs)
+        limit = handle.settings.gemm
+        try:
+            stored = G.verdict(handle.store, handle.toolchain, *sizes, dtype, _hardware(), limit)  # type: ignore[arg-type]
+        except Exception as e:  # noqa: BLE001 - a store that cannot answer: time the picks again
+            log.warning("abductune.inductor: no stored verdict for %s %s (%s: %s)", op, sizes, type(e).__name__, e)
+            stored = None
+        entry = {"op": op, "M": sizes[0], "N": sizes[1], "K": sizes[2], "dtype": dtype}
+        if stored is not None and stored["won"] == "aten":
+            handle.gemm.append({**entry, "decision": "store_aten", "picks": []})
+            return original(*args, **kwargs)
+        if stored is not None:
+            handle.gemm.append({**entry, "decision": "store_template", "picks": [stored["config"]]})
+            try:
+                with lowering_scope(op, sizes, dtype, forced=stored["config"]), \
+                        config.patch(STORED_CONFIG):  # type: ignore[arg-type]
+                    return original(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - checked by name below, re-raised otherwise
+                # the template refused this matmul (its layout, its alignment) and ATen was not
+                # allowed: Inductor raises before it builds anything, so the matmul is lowered again
+                # with ATen beside the picks, as if nothing were stored
+                if type(e).__name__ != "NoValidChoicesError":
+                    raise
+                handle.gemm[-1].update(decision="store_template_refused", why=str(e).splitlines()[0][:200])
+                log.warning("abductune.inductor: the stored pick for %s %s was refused (%s); timing again",
+                            op, sizes, str(e).splitlines()[0][:120])
+        if _feedback_saver(True):
+            _PENDING[(op, tuple(sizes), dtype)] = (handle, limit)
         with lowering_scope(op, sizes, dtype), config.patch(GEMM_CONFIG):  # type: ignore[arg-type]
             return original(*args, **kwargs)
 
@@ -232,12 +338,13 @@ def _preprocess_mm_configs(self: Any, m: Any, n: Any, k: Any, configs: Any, *arg
         handle.gemm.append({**entry, "decision": "aten", "why": f"{type(self).__name__} is not abductune's to fill",
                             "picks": []})
         return iter(())
+    forced = getattr(_SCOPE, "forced", None)
+    if forced is not None:  # the stored verdict's pick, alone (recorded by `_lowering`)
+        return original(self, m, n, k, [_as_inductor(configs[0], forced)], *args, **kwargs)
     t0 = time.perf_counter()
     try:
         picks = G.pick(*sizes, dtype, _hardware(), handle.settings.gemm)
-        ours = [dataclasses.replace(configs[0], block_m=c["BLOCK_M"], block_n=c["BLOCK_N"], block_k=c["BLOCK_K"],
-                                    num_stages=c["num_stages"], num_warps=c["num_warps"], group_m=c["GROUP_M"])
-                for c in picks]
+        ours = [_as_inductor(configs[0], c) for c in picks]
     except Exception as e:  # noqa: BLE001 - abductune must never break a compile
         log.warning("abductune.inductor: Inductor's matmul-template list for %s %s (%s: %s)",
                     op, sizes, type(e).__name__, e)
@@ -251,12 +358,20 @@ def _preprocess_mm_configs(self: Any, m: Any, n: Any, k: Any, configs: Any, *arg
     return original(self, m, n, k, ours, *args, **kwargs)
 
 
+def _as_inductor(like: Any, c: dict[str, int]) -> Any:
+    """Config `c` as Inductor's own config object (`like`, one of its list, gives the type and
+    the fields abductune does not choose)."""
+    return dataclasses.replace(like, block_m=c["BLOCK_M"], block_n=c["BLOCK_N"], block_k=c["BLOCK_K"],
+                               num_stages=c["num_stages"], num_warps=c["num_warps"], group_m=c["GROUP_M"])
+
+
 @contextlib.contextmanager
-def lowering_scope(op: str, sizes: list[int], dtype: str):
+def lowering_scope(op: str, sizes: list[int], dtype: str, forced: dict[str, int] | None = None):
     """The state `_lowering` sets around a matmul it switched the template on for, which
-    `_preprocess_mm_configs` reads (tests that call a heuristic directly set it too)."""
-    _SCOPE.sizes = (op, sizes, dtype)
+    `_preprocess_mm_configs` reads (tests that call a heuristic directly set it too); `forced`:
+    the one config a stored verdict names, in place of the picks."""
+    _SCOPE.sizes, _SCOPE.forced = (op, sizes, dtype), forced
     try:
         yield
     finally:
-        _SCOPE.sizes = None
+        _SCOPE.sizes = _SCOPE.forced = None
