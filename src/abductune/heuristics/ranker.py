@@ -32,7 +32,9 @@ product, a row reduction, an elementwise map and attention); a family with no re
 left after the holdout is ranked by the model pooled over every family. Datasets whose space
 the features cannot describe (`features.usable`: unknown GPU, no warps role, no tile role) are
 left out and listed in `skipped`. `rank` passes only configs the resource model accepts
-(`theory.resources.trouble`), so no proposal is one it says cannot run or will spill.
+(`theory.resources.trouble`), so no proposal is one it says cannot run or will spill, nor
+one that runs in series, in a count loop of the kernel's source, what idle SMs could run
+(`theory.diagnose.serializes_idle`).
 
 A linear fit needs of each shape only its sufficient statistics (`ShapeStats`: feature means,
 centred second moments, centred feature-target products), so a ranker without any given
@@ -54,7 +56,9 @@ from ..errors import AbductuneError
 from ..hardware import HardwareInfo
 from ..problem import Holdout, Problem, as_holdout
 from ..space import Config, Space
+from ..theory.diagnose import serializes_idle
 from ..theory.resources import trouble
+from ..theory.store.scope import kernel_counted_tiles
 from .features import NAMES, feature_matrix, usable
 
 log = logging.getLogger(__name__)
@@ -466,6 +470,13 @@ class Ranker:
             raise AbductuneError(f"the ranker cannot rank {problem.kernel}: {why}")
         cands = [dict(c) for c in (space.valid_configs() if configs is None else configs)]
         cands = [c for c in cands if trouble(p, space, c) is None]
+        # a count the kernel's source loops over (items per program) raised while the grid
+        # leaves SMs idle runs in series what idle SMs would run in parallel
+        # (`diagnose.serializes_idle`): such a config is left out unless nothing else is left. A fact the features do
+        # not carry (they read the grid, not which tile serializes), so it is not learned
+        counted = kernel_counted_tiles(p.kernel)
+        if counted:
+            cands = [c for c in cands if serializes_idle(p, space, c, counted) is None] or cands
         if not cands:
             return []
         _, model = self.model_for(p, space)

@@ -222,6 +222,41 @@ def grid_tiles(problem: Problem, space: Space, config: Mapping[str, Any]) -> tup
     return grid, along
 
 
+def serializes_idle(problem: Problem, space: Space, config: Mapping[str, Any],
+                    counted: "frozenset[str] | set[str]") -> str | None:
+    """Why `config` serializes work that idle SMs could run, or None. `counted`: the tile
+    parameters the kernel's source iterates as a count (`scope.counted_tiles`: each program
+    owns that many items of a grid dim and handles them one per trip). Such a parameter adds
+    serial trips per program and divides the grid; it pays only by amortizing a program's
+    fixed cost once the grid has more programs than the GPU has SMs. Where the next smaller
+    value would still launch no more programs than there are SMs, every program it adds lands
+    on an idle SM, so the larger value only runs in series what could run in parallel: no
+    measurement is needed to prefer the smaller (a memory-bound program's bandwidth, and a
+    compute-bound one's FLOPs, come from the SM it runs on). The bound is the hardware's SM
+    count, not a fitted constant. None where the grid or the SM count is unknown, or where the
+    smaller value is not a config of the space."""
+    hw = problem.hardware
+    if not counted or hw is None or not hw.sms:
+        return None
+    tiled = tiled_dims(problem, space)
+    for _role, (name, _dim, reduction) in tiled.items():
+        if reduction or name not in counted or name not in config:
+            continue
+        p = space[name]
+        v = config[name]
+        lower = [x for x in p.values if isinstance(x, int) and x < v]
+        if not lower:
+            continue
+        smaller = {**config, name: max(lower)}
+        if not space.is_valid(smaller):
+            continue
+        grid, _ = grid_tiles(problem, space, smaller)
+        if grid is not None and grid <= hw.sms:
+            return (f"{name}={v} runs in series, in each program, items that {name}={max(lower)} would give to "
+                    f"idle SMs ({grid} programs at most, on {hw.sms} SMs)")
+    return None
+
+
 def tile_padding(problem: Problem, space: Space, config: Mapping[str, Any]) -> dict[str, float]:
     """Per tile role, the share of its lanes past the end of its dim (`padding_waste`); a dim
     split among groups (`grid_tiles`) is padded in every group."""

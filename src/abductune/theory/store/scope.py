@@ -62,6 +62,7 @@ def note_source(kernel: str, source: str) -> None:
     decorator wraps): its loops are then read like a built-in kernel's."""
     _SOURCES[kernel] = textwrap.dedent(source)
     _structure_cached.cache_clear()
+    kernel_counted_tiles.cache_clear()
 
 
 def note_facts(kernel: str, reduction: Mapping[str, str]) -> None:
@@ -307,6 +308,36 @@ def kernel_loads(source: str) -> list[tuple[str, ...]] | None:
         return None
     args = fn.args.args + fn.args.kwonlyargs
     return _staged(fn, {a.arg for a in args if (infer_role(a.arg) or "").startswith("tile")})
+
+
+def counted_tiles(source: str) -> frozenset[str]:
+    """Parameters the kernel in `source` iterates as a count: a `for` over `range(T)` or
+    `range(0, T)` (`tl.range`, `tl.static_range` alike) whose bound is the bare name T. A
+    program so written owns T items of a dim and handles them one per trip (RoPE's
+    TOKENS_PER_PROGRAM): T adds serial trips, not vector width, unlike a tile that is the
+    step of `range(0, n, T)` (a vector walked over a dim) or a bound computed from a dim
+    (`tl.cdiv(K, BLOCK_K)`). Empty where the source does not parse."""
+    fn = kernel_def(source)
+    if fn is None:
+        return frozenset()
+    out: set[str] = set()
+    for n in ast.walk(fn):
+        if not (isinstance(n, ast.For) and _is_range(n.iter)) or n.iter.keywords:  # type: ignore[attr-defined]
+            continue
+        args = n.iter.args  # type: ignore[attr-defined]
+        if len(args) == 2 and isinstance(args[0], ast.Constant) and args[0].value == 0:
+            args = args[1:]
+        if len(args) == 1 and isinstance(args[0], ast.Name):
+            out.add(args[0].id)
+    return frozenset(out)
+
+
+@lru_cache(maxsize=256)
+def kernel_counted_tiles(kernel: str) -> frozenset[str]:
+    """`counted_tiles` of a named kernel's source (told, built-in or zoo); empty when the
+    source is not at hand (a replayed third-party dataset: nothing is assumed)."""
+    src = kernel_source(kernel)
+    return counted_tiles(src) if src else frozenset()
 
 
 @lru_cache(maxsize=256)
