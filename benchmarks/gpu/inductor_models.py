@@ -308,7 +308,7 @@ def table(runs: list[dict]) -> str:
     """Per model and variant: medians over repeats of cold and warm compile seconds and of the
     step time; abductune's second process (store filled) as its own row."""
     out = [f"{'model':<14} {'variant':<24} {'cold compile s':>15} {'warm compile s':>15} {'step ms':>10} "
-           f"{'vs default':>11} {'n':>3}"]
+           f"{'vs default':>11} {'GPU us':>8} {'n':>3}"]
     models = sorted({r["model"] for r in runs}, key=lambda m: (MODELS + OPTIONAL_MODELS).index(m))
     for m in models:
         base = [r["step_ms"] for r in runs if r["model"] == m and r["variant"] == "default" and "step_ms" in r]
@@ -326,14 +326,17 @@ def table(runs: list[dict]) -> str:
             cold = med(got.get("cold") or got.get("store") or [], "compile_s")
             warm = med(got.get("warm", []), "compile_s")
             rel = f"{step / base_ms:.3f}x" if base_ms else "-"
+            # the profiled kernels' GPU time per step: steadier than the wall step between processes
+            gpu = [sum(r["kernels_us"].values()) for r in steps if r.get("kernels_us")]
+            gpu_us = statistics.median(gpu) if gpu else float("nan")
             out.append(f"{m:<14} {label:<24} {cold:>15.1f} {warm:>15.1f} {step:>10.3f} {rel:>11} "
-                       f"{len(steps):>3}")
+                       f"{gpu_us:>8.0f} {len(steps):>3}")
     tuned = [r for r in runs if r.get("abductune_summary")]
     if tuned:
         out.append("")
         out.append(f"{'abductune':<14} {'variant':<17} {'phase':<6} {'rep':>3} {'compile s':>9} {'finish s':>9} "
                    f"{'search s':>9} {'stored':>6} {'kept':>5} {'searched':>8} {'evals':>5} {'compiled':>8} "
-                   f"{'matmuls t/a/i':>13}")
+                   f"{'matmuls t/a/i':>13} {'stored t/a':>10}")
         for r in tuned:
             sm = r["abductune_summary"]
             d = sm.get("decisions", {})
@@ -344,7 +347,8 @@ def table(runs: list[dict]) -> str:
                        f"{r.get('compile_s', float('nan')):>9.1f} "
                        f"{sm.get('finish_s', 0.0):>9.2f} {search_s:>9.2f} {d.get('stored', 0):>6} {d.get('kept', 0):>5} "
                        f"{d.get('searched', 0):>8} {sm.get('evaluations', 0):>5} {sm.get('compiled', 0):>8} "
-                       f"{mm.get('template', 0):>5}/{mm.get('aten', 0)}/{mm.get('inductor', 0)}")
+                       f"{mm.get('template', 0):>5}/{mm.get('aten', 0)}/{mm.get('inductor', 0)} "
+                       f"{mm.get('store_template', 0):>8}/{mm.get('store_aten', 0)}")
     errors = [r for r in runs if "error" in r]
     if errors:
         out.append(f"{len(errors)} run(s) failed: " + "; ".join(f"{r['model']}/{r['variant']}/{r['phase']}"
