@@ -99,6 +99,7 @@ def test_the_store_keeps_what_inductors_timing_chose(tmp_path):
         assert G.verdict(st, tc, *DECODE, "bf16", H100, 3) == got  # fewer picks asked: answered
         assert G.verdict(st, tc, *DECODE, "bf16", H100, 8) is None  # more asked: timed again
         assert G.verdict(st, "toolchain-b", *DECODE, "bf16", H100, 4) is None  # another Triton: timed again
+        assert G.verdict(st, tc, *DECODE, "bf16", H100, 4, judge="cuda_graph") is None  # timed another way
         assert G.verdict(st, tc, 64, 4096, 4096, "bf16", H100, 4) is None  # another shape
         failed = [m for m in st.latest(G._context(*DECODE, "bf16", H100, tc)) if not m.ok]
         assert len(failed) == 1 and failed[0].config["BLOCK_N"] == 256  # the failure is kept as one
@@ -384,19 +385,21 @@ def test_inductors_timings_of_a_switched_matmul_go_into_the_store(tmp_path):
     fast, slow = _pick(16, 128, 64), _pick(32, 64, 128, warps=8, stages=3)
     with inductor.enable(store=tmp_path / "s.sqlite", gemm=4) as handle:
         T._feedback({_Template(fast): 0.02}, "mm", nodes)  # not a matmul the seam switched on: not kept
-        assert G.verdict(handle.store, handle.toolchain, *DECODE, "bf16", H100, 4) is None
+        assert G.verdict(handle.store, handle.toolchain, *DECODE, "bf16", H100, 4, judge=T.judge()) is None
         handle.gemm.append({"op": "mm", "M": m, "N": n, "K": k, "dtype": "bf16", "decision": "template"})
         T._PENDING[("mm", DECODE, "bf16")] = (handle, 4)
         T._feedback({_Template(slow): 0.03, _Aten(): 0.025, _Template(fast): 0.02}, "mm", nodes, [], None, {})
-        assert G.verdict(handle.store, handle.toolchain, *DECODE, "bf16", H100, 4) == \
+        assert G.verdict(handle.store, handle.toolchain, *DECODE, "bf16", H100, 4, judge=T.judge()) == \
             {"won": "template", "config": fast}
+        assert G.verdict(handle.store, handle.toolchain, *DECODE, "bf16", H100, 4) is None  # judged in graphs
         assert handle.gemm[-1]["won"] == "template" and handle.gemm[-1]["aten_ms"] == 0.025
         assert handle.summary()["matmuls_won"] == {"template": 1}
         assert not T._PENDING
         # an addmm's nodes are (bias, mat1, mat2); one where ATen won
         T._PENDING[("addmm", (64, n, k), "bf16")] = (handle, 4)
         T._feedback({_Template(fast): 0.05, _Aten(): 0.04}, "addmm", [_Node(64, n), _Node(64, k), _Node(k, n)])
-        assert G.verdict(handle.store, handle.toolchain, 64, n, k, "bf16", H100, 4) == {"won": "aten", "config": None}
+        assert G.verdict(handle.store, handle.toolchain, 64, n, k, "bf16", H100, 4, judge=T.judge()) == \
+            {"won": "aten", "config": None}
         # a store that fails is logged, never raised into Inductor's compile
         T._PENDING[("mm", DECODE, "bf16")] = (types.SimpleNamespace(store=None, toolchain="x", gemm=[]), 4)
         T._feedback({_Template(fast): 0.02, _Aten(): 0.03}, "mm", nodes)
@@ -412,7 +415,7 @@ def test_a_stored_pick_is_lowered_alone_and_a_stored_aten_as_inductor_would(tmp_
     h = tt.CUDAMMTemplateConfigHeuristic()
     pick = _pick(16, 64, 64)
     with Store(tmp_path / "s.sqlite") as st:
-        G.record(st, toolchain_key(), m, n, k, "bf16", H100, 4, [(pick, 0.01)], 0.02)
+        G.record(st, toolchain_key(), m, n, k, "bf16", H100, 4, [(pick, 0.01)], 0.02, judge=T.judge())
     with inductor.enable(store=tmp_path / "s.sqlite", gemm=4):
         with T.lowering_scope("mm", [m, n, k], "bf16", forced=pick):
             assert _configs(h, m, n, k) == [(16, 64, 64, 4, 4)]  # the stored pick alone
@@ -425,7 +428,7 @@ def test_a_stored_pick_is_lowered_alone_and_a_stored_aten_as_inductor_would(tmp_
     assert "No choices" in handle.gemm[0]["why"]
     assert (iconfig.max_autotune_gemm, iconfig.max_autotune_gemm_backends) == before
     with Store(tmp_path / "s.sqlite") as st:
-        G.record(st, toolchain_key(), m, n, k, "bf16", H100, 4, [(pick, 0.03)], 0.02)
+        G.record(st, toolchain_key(), m, n, k, "bf16", H100, 4, [(pick, 0.03)], 0.02, judge=T.judge())
     handle, seen = _compile_matmul(m, n, k, tmp_path, monkeypatch)
     assert seen == [before] and [e["decision"] for e in handle.gemm] == ["store_aten"]
 
@@ -435,7 +438,8 @@ def test_a_switched_lowering_waits_for_inductors_timings(tmp_path, monkeypatch):
 
     class Pending(dict):
         def __setitem__(self, key, value):
-            waited.append((key, T._feedback in sa.get_algorithm_selector_cache().feedback_saver_fns))
+            cache = sa.get_algorithm_selector_cache()
+            waited.append((key, T._feedback in cache.feedback_saver_fns and T._in_graphs in cache.preprocessing_fns))
             super().__setitem__(key, value)
 
     waited: list = []
@@ -444,4 +448,30 @@ def test_a_switched_lowering_waits_for_inductors_timings(tmp_path, monkeypatch):
     # the matmul waits for Inductor's timings with the feedback function in Inductor's selector
     # (on the CPU Inductor has one choice, ATen, and times nothing); both are gone with the seam
     assert seen == [(True, "ATEN,TRITON")] and waited == [(("mm", (16, 256, 512), "bf16"), True)]
-    assert not T._PENDING and T._feedback not in sa.get_algorithm_selector_cache().feedback_saver_fns
+    cache = sa.get_algorithm_selector_cache()
+    assert not T._PENDING and T._feedback not in cache.feedback_saver_fns and T._in_graphs not in cache.preprocessing_fns
+
+
+def test_a_switched_matmuls_choices_are_timed_from_cuda_graphs(monkeypatch):
+    import inspect
+
+    from torch._inductor.select_algorithm import AlgorithmSelectorCache
+
+    if "benchmark_with_cudagraphs" not in inspect.signature(AlgorithmSelectorCache.__call__).parameters:
+        assert T.judge() == "inductor"
+        pytest.skip("this torch's Inductor cannot time a selection from CUDA graphs")
+    assert T.judge() == "cuda_graph"
+    def choices():
+        return [types.SimpleNamespace(_benchmark_with_cudagraphs=False) for _ in range(3)]
+
+    outside = choices()
+    assert T._in_graphs(outside) == outside and not any(c._benchmark_with_cudagraphs for c in outside)
+    with T.lowering_scope("mm", list(DECODE), "bf16"):
+        inside = T._in_graphs(choices())
+        assert len(inside) == 3 and all(c._benchmark_with_cudagraphs for c in inside)
+        assert T._in_graphs([object()])  # a choice without the attribute is passed on as it is
+    with T.lowering_scope("mm", list(DECODE), "bf16", forced=_pick(16, 64, 64)):  # one choice, nothing timed
+        assert not any(c._benchmark_with_cudagraphs for c in T._in_graphs(choices()))
+    monkeypatch.setattr(T, "judge", lambda: "inductor")  # an Inductor without it (torch 2.11): left as it is
+    with T.lowering_scope("mm", list(DECODE), "bf16"):
+        assert not any(c._benchmark_with_cudagraphs for c in T._in_graphs(choices()))

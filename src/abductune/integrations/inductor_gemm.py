@@ -164,10 +164,12 @@ def _context(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None, 
 
 
 def record(store: Any, toolchain: str, m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None,
-           limit: int, timings: Iterable[tuple[Mapping[str, int], float]], aten_ms: float | None) -> dict[str, Any]:
+           limit: int, timings: Iterable[tuple[Mapping[str, int], float]], aten_ms: float | None,
+           judge: str = "") -> dict[str, Any]:
     """Keep Inductor's timings of one matmul's template configs (config, ms; not finite: it
     failed) and of ATen (None: ATen was not among the choices) as a finished store run, its
-    winner the fastest template config; returns the verdict `verdict` will give for it."""
+    winner the fastest template config; `judge` names how they were timed. Returns the verdict
+    `verdict` will give for it."""
     rows = []
     for cfg, ms in timings:
         cfg = {n_: int(cfg[n_]) for n_ in NAMES}
@@ -176,7 +178,7 @@ def record(store: Any, toolchain: str, m: int, n: int, k: int, dtype: str, hardw
                                 (float(ms),) if ok else (), extra={"timed_by": "inductor"}, kind="search"))
     aten = float(aten_ms) if aten_ms is not None and math.isfinite(aten_ms) and aten_ms > 0 else None
     ctx = _context(m, n, k, dtype, hardware, toolchain)
-    run_id = store.start_run(ctx, "inductor", {"note": VERDICT, "limit": int(limit), "aten_ms": aten})
+    run_id = store.start_run(ctx, "inductor", {"note": VERDICT, "limit": int(limit), "aten_ms": aten, "judge": judge})
     saved = store.put_many(ctx, rows, run_id=run_id)
     good = [r for r in saved if r.ok]
     best = min(good, key=lambda r: r.time_ms) if good else None
@@ -187,16 +189,16 @@ def record(store: Any, toolchain: str, m: int, n: int, k: int, dtype: str, hardw
 
 
 def verdict(store: Any, toolchain: str, m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None,
-            limit: int) -> dict[str, Any] | None:
+            limit: int, judge: str = "") -> dict[str, Any] | None:
     """What a finished `record` of this matmul (same GPU, toolchain and dtype) found, if it
-    timed at least `limit` picks beside ATen: {"won": "aten"} or {"won": "template", "config":
-    the fastest pick}; None where nothing was recorded (or only with fewer picks, or without
-    ATen: a process asking for more is not answered by less)."""
+    timed at least `limit` picks beside ATen with the same `judge`: {"won": "aten"} or {"won":
+    "template", "config": the fastest pick}; None where nothing was recorded (or only with fewer
+    picks, or without ATen, or timed otherwise: a process asking for more is not answered by less)."""
     ctx = _context(m, n, k, dtype, hardware, toolchain)
     for run in reversed(store.runs(ctx)):
         opts = run.options or {}
         if run.status != "done" or opts.get("note") != VERDICT or int(opts.get("limit") or 0) < limit \
-                or opts.get("aten_ms") is None:
+                or opts.get("aten_ms") is None or opts.get("judge", "") != judge:
             continue
         won = (run.summary or {}).get("won")
         if won == "aten":
