@@ -183,7 +183,8 @@ def record(store: Any, toolchain: str, m: int, n: int, k: int, dtype: str, hardw
     good = [r for r in saved if r.ok]
     best = min(good, key=lambda r: r.time_ms) if good else None
     won = "aten" if best is None or (aten is not None and aten <= best.time_ms) else "template"
-    store.finish_run(run_id, winner_id=best.id if best is not None else None,
+    # the run's winner is the config Inductor went on to use: none of this space's where ATen won
+    store.finish_run(run_id, winner_id=best.id if best is not None and won == "template" else None,
                      summary={"won": won, "aten_ms": aten, "best_template_ms": best.time_ms if best else None})
     return {"won": won, "config": dict(best.config) if best is not None and won == "template" else None}
 
