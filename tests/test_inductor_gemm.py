@@ -109,6 +109,14 @@ def test_the_store_keeps_what_inductors_timing_chose(tmp_path):
         # every pick failed: ATen, whatever its time
         assert G.record(st, tc, 32, 1024, 1024, "bf16", H100, 4, [(_pick(16, 64, 64), float("nan"))],
                         0.5) == {"won": "aten", "config": None}
+        # `explain` says what Inductor's timing chose, and names no winner where ATen won
+        from click.testing import CliRunner
+
+        from abductune.cli import main
+
+        aten_run = st.runs()[-1].id
+        out = CliRunner().invoke(main, ["explain", str(aten_run), "--store", str(tmp_path / "s.sqlite")]).output
+        assert "ATen 500 µs, fastest template config -: ATen won" in out and "winner #" not in out
         # ATen not timed beside the picks: no verdict (nothing says the template beats it)
         G.record(st, tc, 32, 2048, 1024, "bf16", H100, 4, [(_pick(16, 64, 64), 0.01)], None)
         assert G.verdict(st, tc, 32, 2048, 1024, "bf16", H100, 4) is None

@@ -224,6 +224,10 @@ def explain_cmd(run_id: int, store_path: str | None, plot_out: str | None) -> No
     if winner is not None:
         click.echo(f"  winner #{winner.id} ({winner.kind}): {format_config(winner.config)}; "
                    f"{_ms(winner.time_ms) if winner.time_ms is not None else '-'}")
+    if s.get("won") in ("aten", "template"):  # a matmul's template configs timed by Inductor beside ATen
+        aten, best = s.get("aten_ms"), s.get("best_template_ms")
+        click.echo(f"  Inductor's timing: ATen {_ms(aten) if aten is not None else '-'}, fastest template config "
+                   f"{_ms(best) if best is not None else '-'}: {'ATen' if s['won'] == 'aten' else 'the template'} won")
     if plot_out:
         _plot_run(rows, winner, plot_out, f"run {run.id}: {run.strategy} on {c.kernel}")
         click.echo(f"wrote {plot_out}")
