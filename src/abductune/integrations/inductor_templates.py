@@ -20,7 +20,8 @@ replaced, and put back exactly when the last such enable ends (`install`):
 
 4. A feedback function and a preprocessing function in Inductor's algorithm selector, while the
    seam is in place. The preprocessing has a switched matmul's choices timed from CUDA graphs
-   (`_in_graphs`: the GPU's time, not the launches'). Inductor's timings of a switched matmul's picks and ATen go into the enable's store
+   where Inductor can (`_in_graphs`: the GPU's time, not the launches'). The feedback puts
+   Inductor's timings of a switched matmul's picks and ATen into the enable's store
    (`inductor_gemm.record`). A matmul the store has a verdict for (`inductor_gemm.verdict`) is
    lowered from it: ATen's as Inductor would, nothing timed; a pick's with that config alone
    (backend TRITON only: a single choice, which Inductor takes untimed).
@@ -57,7 +58,8 @@ JUDGES = ("cuda_graph", "inductor")
 # ... and for a matmul whose stored verdict is a pick: that config alone, so nothing is timed
 STORED_CONFIG = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON"}
 
-_SCOPE = threading.local()  # .sizes: the matmul being lowered under GEMM_CONFIG in this thread (.forced: its stored pick)
+# .sizes: the matmul being lowered under GEMM_CONFIG in this thread; .forced: its stored pick
+_SCOPE = threading.local()
 # switched matmuls whose timings are still to come: (op, (m, n, k), dtype) -> (handle, limit). Inductor
 # may time a template's choices after the lowering (when it schedules, to weigh epilogue fusion),
 # so the feedback finds its matmul here rather than in the lowering's scope
