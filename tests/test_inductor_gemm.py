@@ -483,3 +483,37 @@ def test_a_switched_matmuls_choices_are_timed_from_cuda_graphs(monkeypatch):
     monkeypatch.setattr(T, "judge", lambda: "inductor")  # an Inductor without it (torch 2.11): left as it is
     with T.lowering_scope("mm", list(DECODE), "bf16"):
         assert not any(c._benchmark_with_cudagraphs for c in T._in_graphs(choices()))
+
+
+def test_the_profiler_judge_re_times_a_switched_matmul_and_inductor_chooses_on_it(tmp_path, monkeypatch):
+    """Experimental (ABDUCTUNE_INDUCTOR_GEMM_JUDGE=profiler, for an Inductor without CUDA-graph
+    timing): the feedback calls Inductor's profiler thunk and writes its kernel times into the
+    dict Inductor chooses from; the verdict is kept under that judge. Without the variable the
+    thunk is never called."""
+    m, n, k = DECODE
+    nodes = [_Node(m, k), _Node(k, n)]
+    pick, aten = _Template(_pick(16, 128, 64)), _Aten()
+    calls = []
+
+    def profiled():
+        calls.append(1)
+        return {pick: 0.012, aten: 0.009}
+
+    monkeypatch.setattr(T, "_graph_judge", lambda: False)
+    with inductor.enable(store=tmp_path / "s.sqlite", gemm=4) as handle:
+        timings = {pick: 0.025, aten: 0.045}  # eager: the template looks faster
+        T._PENDING[("mm", DECODE, "bf16")] = (handle, 4)
+        T._feedback(timings, "mm", nodes, [pick, aten], profiled, {})
+        assert calls == [] and T.judge() == "inductor" and timings == {pick: 0.025, aten: 0.045}
+        assert G.verdict(handle.store, handle.toolchain, *DECODE, "bf16", H100, 4, judge="inductor")["won"] == "template"
+        monkeypatch.setenv(T.JUDGE_ENV, "profiler")
+        T._PENDING[("mm", DECODE, "bf16")] = (handle, 4)
+        T._feedback(timings, "mm", nodes, [pick, aten], profiled, {})
+        assert calls == [1] and timings == {pick: 0.012, aten: 0.009}  # Inductor now chooses ATen
+        assert G.verdict(handle.store, handle.toolchain, *DECODE, "bf16", H100, 4, judge="profiler") == \
+            {"won": "aten", "config": None}
+        # a thunk that fails leaves the eager times
+        timings = {pick: 0.025, aten: 0.045}
+        T._PENDING[("mm", DECODE, "bf16")] = (handle, 4)
+        T._feedback(timings, "mm", nodes, [pick, aten], lambda: 1 / 0, {})
+        assert timings == {pick: 0.025, aten: 0.045}

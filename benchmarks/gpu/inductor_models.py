@@ -59,10 +59,13 @@ sys.path.insert(0, str(ROOT / "src"))
 MODELS = ("llama_prefill", "llama_decode", "bert", "resnet50")
 OPTIONAL_MODELS = ("vit_block",)
 # abductune: its defaults, which pick Inductor's matmul-template configs (`enable(gemm=4)`, session
-# 38); abductune_nogemm: `gemm=0`, matmuls left to Inductor (the engine of sessions 14-37)
-VARIANTS = ("default", "max_autotune", "coordesc", "abductune", "abductune_nogemm")
+# 38); abductune_nogemm: `gemm=0`, matmuls left to Inductor (the engine of sessions 14-37);
+# abductune_profiled: the matmul choices judged on the profiler's kernel times
+# (ABDUCTUNE_INDUCTOR_GEMM_JUDGE=profiler, experimental: inductor_templates.JUDGE_ENV)
+VARIANTS = ("default", "max_autotune", "coordesc", "abductune", "abductune_nogemm", "abductune_profiled")
 PHASES = {"default": ("cold", "warm"), "max_autotune": ("cold", "warm"), "coordesc": ("cold", "warm"),
-          "abductune": ("cold", "warm", "store"), "abductune_nogemm": ("cold", "warm", "store")}
+          "abductune": ("cold", "warm", "store"), "abductune_nogemm": ("cold", "warm", "store"),
+          "abductune_profiled": ("cold", "warm", "store")}
 ALL_PHASES = ("cold", "warm", "store")
 # seconds one child process took on the H100 in session 14 (benchmarks/results/session14/
 # inductor_h100.json, one repeat; abductune at budget 8 before min_us): only for the estimate
@@ -183,12 +186,16 @@ def child(args: argparse.Namespace) -> None:
         mode = "max-autotune-no-cudagraphs"
     elif args.variant == "coordesc":
         ic.coordinate_descent_tuning = True
-    elif args.variant in ("abductune", "abductune_nogemm"):
+    elif args.variant in ("abductune", "abductune_nogemm", "abductune_profiled"):
         from abductune.integrations import inductor
 
         kw = {} if args.min_us is None else {"min_us": args.min_us}
         if args.variant == "abductune_nogemm":
             kw["gemm"] = 0
+        if args.variant == "abductune_profiled":
+            from abductune.integrations.inductor_templates import JUDGE_ENV
+
+            os.environ[JUDGE_ENV] = "profiler"
         handle = inductor.enable(store=args.store, budget=args.budget, compile_ahead=args.compile_ahead, **kw)
         scope = handle
     lap("enable_s")  # abductune's import and enable (not in compile_s, as in session 14)

@@ -36,6 +36,8 @@ import contextlib
 import dataclasses
 import functools
 import logging
+import math
+import os
 import threading
 import time
 from typing import Any
@@ -54,7 +56,11 @@ GEMM_OPS = ("mm", "addmm")
 GEMM_CONFIG = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "ATEN,TRITON"}
 # how the choices of a switched matmul are timed (`judge`), kept with each stored verdict: a
 # verdict reached by another judge is not taken
-JUDGES = ("cuda_graph", "inductor")
+JUDGES = ("cuda_graph", "inductor", "profiler")
+# experimental, for an Inductor without CUDA-graph timing (torch 2.11): "profiler" has the
+# feedback re-time a switched matmul's choices under the profiler (kernel time only) and
+# Inductor choose on those times (`_feedback`); not yet measured on a GPU (docs/INDUCTOR.md)
+JUDGE_ENV = "ABDUCTUNE_INDUCTOR_GEMM_JUDGE"
 # ... and for a matmul whose stored verdict is a pick: that config alone, so nothing is timed
 STORED_CONFIG = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON"}
 
@@ -198,11 +204,17 @@ def _feedback_saver(on: bool) -> bool:
     return True
 
 
-@functools.lru_cache(maxsize=1)
 def judge() -> str:
     """"cuda_graph" where this Inductor can time a selection's choices replayed from CUDA graphs
     (its `benchmark_with_cudagraphs`, which `_in_graphs` turns on: torch 2.13 has it, 2.11 does
-    not), else "inductor" (its eager timing)."""
+    not); else "profiler" where `JUDGE_ENV` asks for it; else "inductor" (its eager timing)."""
+    if _graph_judge():
+        return JUDGES[0]
+    return JUDGES[2] if os.environ.get(JUDGE_ENV, "").strip().lower() == JUDGES[2] else JUDGES[1]
+
+
+@functools.lru_cache(maxsize=1)
+def _graph_judge() -> bool:
     import inspect
 
     try:
@@ -210,8 +222,8 @@ def judge() -> str:
 
         params = inspect.signature(AlgorithmSelectorCache.__call__).parameters
     except (ImportError, AttributeError, TypeError, ValueError):
-        return JUDGES[1]
-    return JUDGES[0] if "benchmark_with_cudagraphs" in params else JUDGES[1]
+        return False
+    return "benchmark_with_cudagraphs" in params
 
 
 def _in_graphs(choices: Any) -> Any:
@@ -257,6 +269,9 @@ def _feedback(timings: Any, name: Any, input_nodes: Any, *rest: Any) -> None:
         if pending is None:
             return
         handle, limit = pending
+        how = judge()
+        if how == "profiler":
+            _reprofile(timings, rest[1] if len(rest) >= 2 else None)
         picks, aten = [], []
         for caller, ms in dict(timings).items():
             cfg = _choice(caller)
@@ -265,7 +280,7 @@ def _feedback(timings: Any, name: Any, input_nodes: Any, *rest: Any) -> None:
             elif "extern" in str(getattr(caller, "info_dict", lambda: {})().get("backend", "")).lower():
                 aten.append(float(ms))
         got = G.record(handle.store, handle.toolchain, *sizes, dtype, _hardware(), limit, picks,  # type: ignore[arg-type]
-                       min(aten) if aten else None, judge=judge())
+                       min(aten) if aten else None, judge=how)
         timed = {"won": got["won"], "config": got["config"], "aten_ms": min(aten) if aten else None,
                  "picks_ms": [ms for _, ms in picks]}
         for entry in reversed(handle.gemm):  # the lowering's entry gets what the timing found
@@ -275,6 +290,25 @@ def _feedback(timings: Any, name: Any, input_nodes: Any, *rest: Any) -> None:
                 break
     except Exception as e:  # noqa: BLE001 - abductune must never break a compile
         log.warning("abductune.inductor: Inductor's timings of %s were not kept (%s: %s)", name, type(e).__name__, e)
+
+
+def _reprofile(timings: Any, profiled: Any) -> None:
+    """The "profiler" judge: `profiled` (Inductor's thunk that times the same choices under the
+    profiler, kernel time only) replaces each finite time in `timings`, in place: Inductor chooses
+    from that dict once its feedback functions return. Left as it is where the thunk is missing
+    or fails (logged)."""
+    if not callable(profiled) or not isinstance(timings, dict):
+        return
+    try:
+        got = dict(profiled())
+    except Exception as e:  # noqa: BLE001 - the eager timings stand
+        log.warning("abductune.inductor: the profiler's timing of a matmul's choices failed (%s: %s)",
+                    type(e).__name__, e)
+        return
+    for caller, ms in got.items():
+        if caller in timings and math.isfinite(timings[caller]) and isinstance(ms, (int, float)) \
+                and math.isfinite(ms) and ms > 0:
+            timings[caller] = float(ms)
 
 
 @functools.lru_cache(maxsize=1)
