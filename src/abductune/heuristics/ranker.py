@@ -472,8 +472,9 @@ class Ranker:
         cands = [c for c in cands if trouble(p, space, c) is None]
         # a count the kernel's source loops over (items per program) raised while the grid
         # leaves SMs idle runs in series what idle SMs would run in parallel
-        # (`diagnose.serializes_idle`): such a config is left out unless nothing else is left. A fact the features do
-        # not carry (they read the grid, not which tile serializes), so it is not learned
+        # (`diagnose.serializes_idle`): such a config is left out unless nothing else is left.
+        # A fact the features do not carry (they read the grid, not which tile serializes), so
+        # it is not learned
         counted = kernel_counted_tiles(p.kernel)
         if counted:
             cands = [c for c in cands if serializes_idle(p, space, c, counted) is None] or cands

@@ -163,20 +163,28 @@ def _context(m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None, 
     return Context.of(problem(m, n, k, dtype, hardware), SPACE, toolchain)
 
 
+def usable_ms(ms: Any) -> float | None:
+    """A time Inductor reported, as a float, where it is one a choice can be judged on (finite
+    and positive); None for a failure (Inductor's inf) or anything else."""
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0:
+        return None
+    return float(ms)
+
+
 def record(store: Any, toolchain: str, m: int, n: int, k: int, dtype: str, hardware: HardwareInfo | None,
            limit: int, timings: Iterable[tuple[Mapping[str, int], float]], aten_ms: float | None,
            judge: str = "") -> dict[str, Any]:
     """Keep Inductor's timings of one matmul's template configs (config, ms; not finite: it
-    failed) and of ATen (None: ATen was not among the choices) as a finished store run, its
-    winner the fastest template config; `judge` names how they were timed. Returns the verdict
-    `verdict` will give for it."""
+    failed) and of ATen (None: ATen was not among the choices) as a finished store run; its
+    winner is the fastest template config where that beat ATen, none where ATen won. `judge`
+    names how they were timed. Returns the verdict `verdict` will give for it."""
     rows = []
     for cfg, ms in timings:
         cfg = {n_: int(cfg[n_]) for n_ in NAMES}
-        ok = ms is not None and math.isfinite(ms) and ms > 0
-        rows.append(Measurement(cfg, Status.OK if ok else Status.RUNTIME_ERROR, float(ms) if ok else None,
-                                (float(ms),) if ok else (), extra={"timed_by": "inductor"}, kind="search"))
-    aten = float(aten_ms) if aten_ms is not None and math.isfinite(aten_ms) and aten_ms > 0 else None
+        t = usable_ms(ms)
+        rows.append(Measurement(cfg, Status.OK if t is not None else Status.RUNTIME_ERROR, t,
+                                (t,) if t is not None else (), extra={"timed_by": "inductor"}, kind="search"))
+    aten = usable_ms(aten_ms)
     ctx = _context(m, n, k, dtype, hardware, toolchain)
     run_id = store.start_run(ctx, "inductor", {"note": VERDICT, "limit": int(limit), "aten_ms": aten, "judge": judge})
     saved = store.put_many(ctx, rows, run_id=run_id)

@@ -128,7 +128,7 @@ def install() -> None:
             _salt(True)
         elif not want and "gemm_lowerings" in _ORIGINAL:
             _salt(False)
-            _feedback_saver(False)
+            _selector_hooks(False)
             _PENDING.clear()
             _, tt, table = seam()
             for key, fn in _ORIGINAL.pop("gemm_lowerings").items():
@@ -179,7 +179,7 @@ def _salt_type() -> type:
     return GemmSalt
 
 
-def _feedback_saver(on: bool) -> bool:
+def _selector_hooks(on: bool) -> bool:
     """Put `_feedback` among the feedback functions of Inductor's algorithm selector (True where
     it is there), and `_in_graphs` among its preprocessing functions where it has them; or take
     both out. Checked at each switched lowering, not once: Inductor makes its selector anew when
@@ -279,10 +279,10 @@ def _feedback(timings: Any, name: Any, input_nodes: Any, *rest: Any) -> None:
                 picks.append((cfg, float(ms)))
             elif "extern" in str(getattr(caller, "info_dict", lambda: {})().get("backend", "")).lower():
                 aten.append(float(ms))
+        aten_ms = min(aten) if aten else None
         got = G.record(handle.store, handle.toolchain, *sizes, dtype, _hardware(), limit, picks,  # type: ignore[arg-type]
-                       min(aten) if aten else None, judge=how)
-        timed = {"won": got["won"], "config": got["config"], "aten_ms": min(aten) if aten else None,
-                 "picks_ms": [ms for _, ms in picks]}
+                       aten_ms, judge=how)
+        timed = {"won": got["won"], "config": got["config"], "aten_ms": aten_ms, "picks_ms": [ms for _, ms in picks]}
         for entry in reversed(handle.gemm):  # the lowering's entry gets what the timing found
             if (entry["op"], entry["M"], entry["N"], entry["K"], entry["dtype"]) == (name, *sizes, dtype) \
                     and entry.get("decision") == "template":
@@ -306,9 +306,8 @@ def _reprofile(timings: Any, profiled: Any) -> None:
                     type(e).__name__, e)
         return
     for caller, ms in got.items():
-        if caller in timings and math.isfinite(timings[caller]) and isinstance(ms, (int, float)) \
-                and math.isfinite(ms) and ms > 0:
-            timings[caller] = float(ms)
+        if caller in timings and math.isfinite(timings[caller]) and (t := G.usable_ms(ms)) is not None:
+            timings[caller] = t
 
 
 @functools.lru_cache(maxsize=1)
@@ -388,7 +387,7 @@ def _lowering(original: Any, op: str) -> Any:
                 handle.gemm[-1].update(decision="store_template_refused", why=str(e).splitlines()[0][:200])
                 log.warning("abductune.inductor: the stored pick for %s %s was refused (%s); timing again",
                             op, sizes, str(e).splitlines()[0][:120])
-        if _feedback_saver(True):
+        if _selector_hooks(True):
             _PENDING[(op, tuple(sizes), dtype)] = (handle, limit)
         with lowering_scope(op, sizes, dtype), config.patch(GEMM_CONFIG):  # type: ignore[arg-type]
             return original(*args, **kwargs)
