@@ -59,7 +59,8 @@ GEMM_CONFIG = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "ATEN,TR
 JUDGES = ("cuda_graph", "inductor", "profiler")
 # experimental, for an Inductor without CUDA-graph timing (torch 2.11): "profiler" has the
 # feedback re-time a switched matmul's choices under the profiler (kernel time only) and
-# Inductor choose on those times (`_feedback`); not yet measured on a GPU (docs/INDUCTOR.md)
+# Inductor choose on those times (`_feedback`); on the H200 it did not close decode's gap and
+# cost compile time (docs/INDUCTOR.md), so it stays off unless asked for
 JUDGE_ENV = "ABDUCTUNE_INDUCTOR_GEMM_JUDGE"
 # ... and for a matmul whose stored verdict is a pick: that config alone, so nothing is timed
 STORED_CONFIG = {"max_autotune_gemm": True, "max_autotune_gemm_backends": "TRITON"}
