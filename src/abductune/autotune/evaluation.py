@@ -309,7 +309,8 @@ class CallEvaluator(InProcessEvaluator):
         self.calls += len(cfgs)
         self.runoff_rounds = r + 1
         return [Measurement(c, status_of(e), bench_s=each, error=f"{type(e).__name__}: {e}"[:2000]) if e is not None
-                else Measurement(c, time_ms=statistics.median(ts), samples_ms=tuple(ts), bench_s=each)
+                else Measurement(c, time_ms=statistics.median(ts), samples_ms=tuple(ts), bench_s=each,
+                                 extra={"rounds": len(ts)})  # one sample a round, in step (InProcessEvaluator)
                 for c, ts, e in zip(cfgs, times, errors)]
 
 

@@ -246,5 +246,8 @@ class InProcessEvaluator(Evaluator):
             if e is not None:
                 out.append(Measurement(c, status_of(e), bench_s=each, error=f"{type(e).__name__}: {e}"[:2000]))
             else:
-                out.append(Measurement(c, time_ms=statistics.median(ts), samples_ms=tuple(ts), bench_s=each))
+                # each sample is one round, in step with every other contender's: the judge may
+                # read them round by round (`session.beat_every_round`)
+                out.append(Measurement(c, time_ms=statistics.median(ts), samples_ms=tuple(ts), bench_s=each,
+                                       extra={"rounds": len(ts)} if rounds > 1 and len(cfgs) > 1 else {}))
         return out
