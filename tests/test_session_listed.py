@@ -83,3 +83,28 @@ def test_beat_every_round(a, b, swept):
     # rows without aligned rounds, or with rounds that do not match: the medians decide
     assert beat_every_round(Measurement({"B": 1}, time_ms=1.0, samples_ms=a), rb)
     assert beat_every_round(ra, Measurement({"B": 2}, time_ms=1.0, samples_ms=b[:1], extra={"rounds": 1}))
+
+
+def test_the_autotuner_counts_keys_where_the_list_was_kept(tmp_path):
+    """`phases.count_beyond`: a key whose winner is the list's best while a config beyond the list
+    ran a faster run-off median counts as `kept_listed` (what `patch.report()` and the library
+    benchmark show), not as a win beyond the list."""
+    from types import SimpleNamespace
+
+    from abductune.autotune.phases import count_beyond
+
+    ev = Rounds({1: 1.00, 2: 0.99}, {1: [0.99] * 5, 2: [0.98, 1.00, 0.98, 0.98, 0.98]})
+    with Session(ev, strategy="exhaustive", budget=Budget(2), store=tmp_path / "s.sqlite") as s:
+        res = s.run(baselines={"configs": [LISTED]})
+    stats = {"beyond_pruned": 0, "beyond_list": 0, "beyond_failed": 0, "won_beyond_list": 0,
+             "gain_beyond_list": 1.0, "kept_listed": 0}
+    tuner = SimpleNamespace(_list=[LISTED], space=ev.space, stats=stats)
+    count_beyond(tuner, res)
+    assert stats["kept_listed"] == 1 and stats["won_beyond_list"] == 0 and stats["beyond_list"] == 1
+    # a lead in every round: a win beyond the list, nothing kept
+    ev = Rounds({1: 1.00, 2: 0.99}, {1: [0.99] * 5, 2: [0.98] * 5})
+    with Session(ev, strategy="exhaustive", budget=Budget(2), store=tmp_path / "t.sqlite") as s:
+        res = s.run(baselines={"configs": [LISTED]})
+    stats.update(kept_listed=0, won_beyond_list=0)
+    count_beyond(tuner, res)
+    assert stats["kept_listed"] == 0 and stats["won_beyond_list"] == 1

@@ -344,6 +344,7 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
                 m.update(evaluations=sum(t["evaluations"] for t in ts), beyond_list=sum(t["beyond_list"] for t in ts),
                          beyond_failed=sum(t.get("beyond_failed") or 0 for t in ts),
                          won_beyond_list=sum(t["won_beyond_list"] for t in ts),
+                         kept_listed=sum(t.get("kept_listed") or 0 for t in ts),
                          gain_beyond_list=max((t["gain_beyond_list"] for t in ts), default=1.0),
                          warm_retuned=sum(t["tunes"] for x in warm for t in x.get("tuners", [])),
                          phases=cold_phases(ts), pool=cold.get("pool"), setup_s=cold.get("setup_s"))
@@ -417,7 +418,7 @@ def table(data: dict[str, Any]) -> str:
                      + (f"; ERROR {p['error'][:200]}" if p.get("error") else ""))
     lines += phase_table(data)
     lines += ["", "| op | library | kernels tuned | cold s T / P / P32 | op ms T / P / P32 (median) | P/T | P32/T "
-              "| spread T / P / P32 | P32 evals, beyond list (failed, won) | correct |", "|---" * 10 + "|"]
+              "| spread T / P / P32 | P32 evals, beyond list (failed, won, list kept) | correct |", "|---" * 10 + "|"]
     for row in data["summary"]:
         m = row["modes"]
         get = lambda k, fmt: " / ".join(_f(m.get(x, {}).get(k), fmt) for x in MODES)  # noqa: E731
@@ -428,7 +429,8 @@ def table(data: dict[str, Any]) -> str:
                      f"{get('op_ms', '.4g')} | {_f(row.get('patch/triton'), '.3f')} | "
                      f"{_f(row.get('patch32/triton'), '.3f')} | {get('spread', '.1%')} | "
                      f"{_f(p32.get('evaluations'), 'd')}, {_f(p32.get('beyond_list'), 'd')} "
-                     f"({_f(p32.get('beyond_failed'), 'd')}, {_f(p32.get('won_beyond_list'), 'd')}) | {ok} |")
+                     f"({_f(p32.get('beyond_failed'), 'd')}, {_f(p32.get('won_beyond_list'), 'd')}, "
+                     f"{_f(p32.get('kept_listed'), 'd')}) | {ok} |")
     if data["skipped"]:
         lines.append(f"skipped: {len(data['skipped'])} child(ren), e.g. {data['skipped'][0]}")
     return "\n".join(lines)

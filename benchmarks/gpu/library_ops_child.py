@@ -141,7 +141,7 @@ def _tuners(prefix: str, patch: Any) -> list[dict[str, Any]]:
                             "phases": list(getattr(t, "phases", ())),  # where the cold call went (autotune/phases.py)
                             **{k: s[k] for k in ("tunes", "store_hits", "evaluations", "retimed", "beyond_list",
                                                  "beyond_failed", "beyond_pruned", "won_beyond_list",
-                                                 "gain_beyond_list")}})
+                                                 "gain_beyond_list", "kept_listed") if k in s}})
         return out
     import gc
 

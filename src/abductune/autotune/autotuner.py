@@ -154,11 +154,12 @@ class Autotuner(TritonAutotuner):
         # run-off and the competing implementations, timed on top of it; beyond_list: configs
         # outside the list measured (beyond_failed: of those, failed; beyond_pruned: rejected
         # unmeasured by the resource model or early_config_prune), won_beyond_list: keys whose winner is outside the list, gain_beyond_list:
-        # the largest list-best / winner time ratio among them; ptxas_killed: compiles the ptxas
+        # the largest list-best / winner time ratio among them; kept_listed: keys where the list's best
+        # was kept over a config beyond it whose lead some run-off round reversed; ptxas_killed: compiles the ptxas
         # watch killed while a key tuned (measure/ptxas_watch.py)
         self.stats = {"tunes": 0, "store_hits": 0, "predicted": 0, "evaluations": 0, "retimed": 0,
                       "waited_s": 0.0, "beyond_list": 0, "beyond_failed": 0, "beyond_pruned": 0, "won_beyond_list": 0,
-                      "gain_beyond_list": 1.0, "ptxas_killed": 0}
+                      "gain_beyond_list": 1.0, "kept_listed": 0, "ptxas_killed": 0}
         self.last_result: SessionResult | None = None
         self._lock = threading.RLock()
         self._threads: list[threading.Thread] = []

@@ -262,6 +262,8 @@ def _beyond_line(t: Autotuner) -> str:
                  f"the winner on {s['won_beyond_list']} key(s)")
         if s["won_beyond_list"]:
             text += f" (up to {s['gain_beyond_list']:.2f}x the list's best)"
+        if s.get("kept_listed"):
+            text += f"; the list's best kept on {s['kept_listed']} key(s) where a lead beyond it was not in every run-off round"
     else:
         text += "; the list only (give budget= or beyond= to search beyond it)"
     if s.get("ptxas_killed"):

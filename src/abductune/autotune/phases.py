@@ -63,7 +63,8 @@ def now() -> float:
 def count_beyond(tuner: Any, result: Any) -> None:
     """What the search found beyond the list (the autotuner's stats): configs measured there (and
     of those, failed), pruned there, and whether the winner is one of them, with its gain over the
-    list's best."""
+    list's best, or the list's best was kept over one with a faster median that some round of the
+    final run-off reversed."""
     listed = {config_key(d) for d in tuner._list}
 
     def key(cfg: Any) -> str:  # as the list holds it: without the tiles the caller fixes
@@ -75,6 +76,12 @@ def count_beyond(tuner: Any, result: Any) -> None:
     # measured and failed (out of shared memory, a compile error): what the prune did not foresee
     tuner.stats["beyond_failed"] += sum(not m.ok and m.status is not Status.PRUNED for m in outside.values())
     w, base = result.winner, result.baselines.get("configs")
+    if w is not None and w.ok and "impl" not in w.config and key(w.config) in listed and any(
+            m.ok and "impl" not in m.config and key(m.config) not in listed and m.objective < w.objective
+            for m in result.runoff):
+        # a config beyond the list ran faster on the run-off's median, on a lead its rounds did
+        # not agree on: the list's best was kept (`Session._listed_unless_beaten`)
+        tuner.stats["kept_listed"] += 1
     if w is not None and w.ok and "impl" not in w.config and key(w.config) not in listed:
         tuner.stats["won_beyond_list"] += 1
         if base is not None and base.ok and w.time_ms > 0:
