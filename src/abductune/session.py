@@ -388,7 +388,7 @@ class Session:
         own implementation (torch / cuBLAS), stored under the config {"impl": ...}; `impls`
         adds "impl:NAME" for each other implementation the evaluator launches as {"impl": NAME}."""
         self._new_baselines = False
-        self._listed = {config_key(dict(c)) for cs in named.values() for c in cs}
+        self._listed = frozenset(config_key(dict(c)) for cs in named.values() for c in cs)
         out: dict[str, Measurement | None] = {}
         for name, configs in named.items():
             rows: list[Measurement] = []

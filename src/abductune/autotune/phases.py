@@ -76,13 +76,14 @@ def count_beyond(tuner: Any, result: Any) -> None:
     # measured and failed (out of shared memory, a compile error): what the prune did not foresee
     tuner.stats["beyond_failed"] += sum(not m.ok and m.status is not Status.PRUNED for m in outside.values())
     w, base = result.winner, result.baselines.get("configs")
-    if w is not None and w.ok and "impl" not in w.config and key(w.config) in listed and any(
-            m.ok and "impl" not in m.config and key(m.config) not in listed and m.objective < w.objective
-            for m in result.runoff):
-        # a config beyond the list ran faster on the run-off's median, on a lead its rounds did
-        # not agree on: the list's best was kept (`Session._listed_unless_beaten`)
-        tuner.stats["kept_listed"] += 1
-    if w is not None and w.ok and "impl" not in w.config and key(w.config) not in listed:
+    if w is None or not w.ok or "impl" in w.config:
+        return
+    if key(w.config) not in listed:
         tuner.stats["won_beyond_list"] += 1
         if base is not None and base.ok and w.time_ms > 0:
             tuner.stats["gain_beyond_list"] = max(tuner.stats["gain_beyond_list"], base.time_ms / w.time_ms)
+    elif any(m.ok and "impl" not in m.config and key(m.config) not in listed and m.objective < w.objective
+             for m in result.runoff):
+        # a config beyond the list ran faster on the run-off's median, on a lead its rounds did
+        # not agree on: the list's best was kept (`Session._listed_unless_beaten`)
+        tuner.stats["kept_listed"] += 1
