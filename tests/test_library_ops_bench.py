@@ -65,8 +65,28 @@ def test_smoke_reach_cold_and_warm_children(tmp_path):
         <= m["patch"]["cold_s"] + 0.05
     assert m["triton"]["bench_time_s"] > 0
     assert any(line.startswith("| smoke_add | ") and line.count("|") == 12 for line in stdout.splitlines())
-    last = stdout.strip().splitlines()[-1]  # the table is printed last
-    assert last.startswith("| smoke_add | smoke | _add |") and last.endswith("| ok / ok / ok |")
+    lines = stdout.strip().splitlines()
+    # the table is printed last, then a line per patch mode sorting the ops by the noise verdict
+    assert lines[-3].startswith("| smoke_add | smoke | _add |") and lines[-3].endswith("| ok / ok / ok |")
+    for mode, name, line in (("patch", "P", lines[-2]), ("patch32", "P32", lines[-1])):
+        ratio, spreads = row[f"{mode}/triton"], [m["triton"]["spread"], m[mode]["spread"]]
+        want = "faster" if 1 - ratio > max(spreads) else "slower" if ratio - 1 > max(spreads) else "level"
+        assert row[f"{mode}_verdict"] == want
+        assert line.startswith(f"{name} / T beyond noise") and f"faster on {int(want == 'faster')} of 1" in line
+        assert (f"; {want} 1 (smoke_add)" in line) == (want != "faster")
+
+
+def test_noise_verdict_needs_the_change_past_both_spreads():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from library_ops import noise_verdict, verdict_lines
+
+    assert noise_verdict(0.95, [0.01, 0.03]) == "faster" and noise_verdict(0.98, [0.01, 0.03]) == "level"
+    assert noise_verdict(1.05, [0.04, 0.01]) == "slower" and noise_verdict(1.03, [0.04, 0.01]) == "level"
+    assert noise_verdict(0.5, [float("nan"), 0.0]) is None and noise_verdict(None, [0.0, 0.0]) is None
+    rows = [{"op": "a", "patch32_verdict": "faster"}, {"op": "b", "patch32_verdict": "slower"},
+            {"op": "c", "patch32_verdict": "level"}, {"op": "d", "patch32_verdict": "faster"}]
+    [line] = verdict_lines(rows)
+    assert line.startswith("P32 / T beyond noise") and "faster on 2 of 4; slower 1 (b); level 1 (c)" in line
 
 
 def test_deadline_skips_what_does_not_fit_and_still_writes_the_json(tmp_path):

@@ -317,6 +317,16 @@ def _spread(xs: list[float]) -> float:
     return (max(xs) - min(xs)) / statistics.median(xs) if xs else math.nan
 
 
+def noise_verdict(ratio: float | None, spreads: list[float]) -> str | None:
+    """"faster" or "slower" where a mode's op time against Triton's pick (`ratio`) moved by more
+    than either mode's spread over its processes, else "level"; None where a ratio or a spread
+    is unknown (a mode timed in one process has no spread)."""
+    if ratio is None or not spreads or any(x is None or math.isnan(x) for x in spreads):
+        return None
+    noise = max(spreads)
+    return "faster" if 1.0 - ratio > noise else "slower" if ratio - 1.0 > noise else "level"
+
+
 def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     ops = list(dict.fromkeys(x["op"] for x in data["runs"] if x.get("role") in ("cold", "warm")))
@@ -357,6 +367,10 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
             for mode in ("patch", "patch32"):
                 v = row["modes"].get(mode, {}).get(key)
                 row[f"{name}{mode}/triton"] = v / t if v and t else None
+        for mode in ("patch", "patch32"):
+            if mode in row["modes"] and "triton" in row["modes"]:
+                row[f"{mode}_verdict"] = noise_verdict(row[f"{mode}/triton"], [row["modes"][x]["spread"]
+                                                                               for x in ("triton", mode)])
         rows.append(row)
     return rows
 
@@ -431,9 +445,25 @@ def table(data: dict[str, Any]) -> str:
                      f"{_f(p32.get('evaluations'), 'd')}, {_f(p32.get('beyond_list'), 'd')} "
                      f"({_f(p32.get('beyond_failed'), 'd')}, {_f(p32.get('won_beyond_list'), 'd')}, "
                      f"{_f(p32.get('kept_listed'), 'd')}) | {ok} |")
+    lines += verdict_lines(data["summary"])
     if data["skipped"]:
         lines.append(f"skipped: {len(data['skipped'])} child(ren), e.g. {data['skipped'][0]}")
     return "\n".join(lines)
+
+
+def verdict_lines(summary: list[dict[str, Any]]) -> list[str]:
+    """Per patch mode, the ops faster, slower and level against Triton's pick beyond noise
+    (`noise_verdict`): the issue's "faster on at least half, never slower beyond noise"."""
+    lines = []
+    for mode, name in (("patch", "P"), ("patch32", "P32")):
+        got = [(row["op"], row.get(f"{mode}_verdict")) for row in summary if f"{mode}_verdict" in row]
+        if not got:
+            continue
+        by = {v: [op for op, w in got if w == v] for v in ("faster", "slower", "level", None)}
+        lines.append(f"{name} / T beyond noise (the change past both modes' spreads): faster on {len(by['faster'])} "
+                     f"of {len(got)}" + "".join(f"; {v if v else 'no spread'} {len(by[v])} ({', '.join(by[v])})"
+                                              for v in ("slower", "level", None) if by[v]))
+    return lines
 
 
 def main(argv: list[str] | None = None) -> None:
