@@ -72,6 +72,9 @@ def test_one_kernel_with_a_poor_default_cannot_carry_the_choice_alone(tmp_path):
     c = choice.order_for("elementwise", (), CHAIN, path=carried)
     assert c.score["ranker > theory"] < c.score["default"] / 1.005  # ahead on the mean ...
     assert c.sources == ()  # ... but behind on two of three kernels: the default is served
+    # and the note says that, not that the chain did not beat the defaults
+    assert c.won_lost == (1, 2) and "did not beat" not in c.note()
+    assert "on the mean over 3 other elementwise kernels" in c.note() and "on 1 of them and lost on 2" in c.note()
     assert choice.ranker_trusted("elementwise", (), path=carried) is False
     # ahead on two of three, the same poor default among them: the chain is served
     most = evidence(tmp_path, ks, {"ew_a": entry([2.0], [None], [2.9]), "ew_b": entry([1.00], [None], [1.02]),
