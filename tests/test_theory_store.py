@@ -351,6 +351,39 @@ def test_first_clean_adds_warps_to_a_spilling_config_then_tries_the_runner_up():
                                                                    "registers": None, "spills": None}) is None
 
 
+def test_first_clean_halves_the_accumulator_where_warps_and_the_k_tile_give_nothing():
+    """At the space's most warps, a config that spills however small its K tile is retried with
+    the larger output tile halved, once and then twice (`check.RELIEF_HALVINGS`): the zoo's
+    split-K matmul at 512 x 5,000 x 3,000 spilled on every answer, all 128 x 256 tiles at 8
+    warps, and was served the lightest spill at 3.2x its optimum."""
+    import dataclasses
+
+    from abductune import kernels
+    from abductune.hardware import lookup
+    from abductune.theory.check import RELIEF_HALVINGS, first_clean, relief
+    from abductune.theory.store import predictions
+
+    spec = kernels.get("matmul_fp16")
+    space = spec.space()
+    problem = spec.problem({"M": 512, "N": 5000, "K": 3000}, lookup("H100-SXM"))
+    [pred] = predictions(problem, space)[:1]
+    big = {**pred.config, "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "num_warps": 8}
+    assert space.is_valid(big) and space["num_warps"].step(8, +1) is None  # no more warps to give
+    seen: list[dict] = []
+
+    def acc_bound(_spec, cfg, _problem, _arch):  # spills while the accumulator passes 128 x 64
+        seen.append(dict(cfg))
+        heavy = cfg["BLOCK_M"] * cfg["BLOCK_N"] > 128 * 64
+        return {"status": "ok", "error": "", "registers": 255, "spills": 1680 if heavy else 0}
+    got = first_clean(spec, problem, [dataclasses.replace(pred, config=big)], compile_fn=acc_bound)
+    # the K tile first (most alike), then 128 x 128, then 128 x 64: the larger tile each time
+    assert [(c["BLOCK_N"], c["BLOCK_K"]) for c in seen] == [(256, 64), (256, 32), (128, 64), (64, 64)]
+    assert got.config == {**big, "BLOCK_N": 64} and "BLOCK_N 256 -> 64" in got.repairs[-1]
+    # halvings stop at RELIEF_HALVINGS: a quarter of the accumulator, then the next prediction
+    tiles = [(c["BLOCK_M"], c["BLOCK_N"]) for c in relief(space, {**big, "BLOCK_M": 256})]
+    assert tiles[-RELIEF_HALVINGS:] == [(256, 128), (128, 128)]  # N first on a tie, as resources.fit
+
+
 def test_first_clean_serves_the_lightest_spill_where_every_config_spills():
     """Where every prediction and relief compiles but spills, the config with the fewest spill
     bytes is served (not nothing), and its repairs say so; one that fails to compile is never it."""

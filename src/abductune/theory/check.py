@@ -104,7 +104,13 @@ def relief(space: Any, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     """Configs near a spilling one that hold fewer registers per thread, most alike first: more
     warps (the accumulator tile spread over more threads), a smaller K tile (fewer operand
     registers; compiled for sm_90, a 64x128x128 tile spills at K=4321 with 4 or 8 warps and a
-    64x128x64 one does not), then both."""
+    64x128x64 one does not), then both; then a smaller accumulator: the larger output tile
+    halved, once and then twice (`RELIEF_HALVINGS`), as `resources.fit` shrinks it last. Where
+    the warps are at the space's end and the K tile too, only the accumulator is left to give:
+    the split-K matmul of the zoo at 512 x 5,000 x 3,000 (its K and N off Triton's divisibility
+    by 16, the operand tiles held in registers) spilled 1,680 to 2,320 bytes on each of the
+    three answers the check was given, all 128 x 256 tiles at 8 warps, and was served the
+    lightest of them at 3.2x its optimum; 128 x 128 spilled 328 bytes there, 128 x 64 none."""
     out = []
     warps, tile_k = space.by_role("warps"), space.by_role("tile:K")
     more = warps.step(cfg[warps.name], +1) if warps is not None else None
@@ -114,4 +120,27 @@ def relief(space: Any, cfg: dict[str, Any]) -> list[dict[str, Any]]:
                    {warps.name: more, tile_k.name: less} if more is not None and less is not None else None):
         if change is not None and space.is_valid({**cfg, **change}):
             out.append({**cfg, **change})
+    smaller = dict(cfg)
+    for _ in range(RELIEF_HALVINGS):
+        smaller = _halve_larger_tile(space, smaller)
+        if smaller is None:
+            break
+        if space.is_valid(smaller) and smaller not in out:
+            out.append(dict(smaller))
     return out
+
+
+# output-tile halvings `relief` offers: a quarter of the accumulator is as far as a repair of
+# a prediction goes before the next prediction is asked (a move, not a new answer)
+RELIEF_HALVINGS = 2
+
+
+def _halve_larger_tile(space: Any, cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """`cfg` with the larger of its M and N output tiles one step smaller (N on a tie, as
+    `resources.fit` does), or None where neither can shrink."""
+    tiles = [p for p in (space.by_role("tile:N"), space.by_role("tile:M")) if p is not None and p.name in cfg]
+    for p in sorted(tiles, key=lambda q: -cfg[q.name]):  # stable: N before M on a tie
+        v = p.step(cfg[p.name], -1)
+        if v is not None:
+            return {**cfg, p.name: v}
+    return None
