@@ -106,8 +106,8 @@ def relief(space: Any, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     registers; compiled for sm_90, a 64x128x128 tile spills at K=4321 with 4 or 8 warps and a
     64x128x64 one does not), then both; then a smaller accumulator: the larger output tile
     halved, once and then twice (`RELIEF_HALVINGS`), as `resources.fit` shrinks it last. Where
-    the warps are at the space's end and the K tile too, only the accumulator is left to give:
-    the split-K matmul of the zoo at 512 x 5,000 x 3,000 (its K and N off Triton's divisibility
+    more warps and a smaller K tile still spill (or the warps are at the space's end), only the
+    accumulator is left to give: the split-K matmul of the zoo at 512 x 5,000 x 3,000 (its K and N off Triton's divisibility
     by 16, the operand tiles held in registers) spilled 1,680 to 2,320 bytes on each of the
     three answers the check was given, all 128 x 256 tiles at 8 warps, and was served the
     lightest of them at 3.2x its optimum; 128 x 128 spilled 328 bytes there, 128 x 64 none."""
