@@ -174,3 +174,34 @@ def test_the_builder_scores_each_kernel_without_itself_and_without_each_other(tm
     p.write_text(json.dumps(got))
     c = choice.order_for("elementwise", (), chain("elementwise"), path=p)
     assert c is not None and set(c.kernels) == set(got["kernels"])
+
+
+def test_a_ranked_answer_that_leaves_most_sms_idle_gives_way_to_the_first_that_fills_them():
+    """`predict._filling_first`: where the ranker's first pick launches programs for fewer than
+    half the SMs and a later ranked config launches one for every SM, that one is served first
+    (its reason says why); a problem with less work than a launch costs, or no config that
+    fills the GPU, keeps the ranker's order."""
+    from abductune import kernels
+    from abductune.hardware import lookup
+    from abductune.theory.diagnose import grid_tiles
+    from abductune.theory.store.predict import LAUNCH_FLOOR_S, UNDERFILL, _filling_first
+
+    spec = kernels.get("matmul_fp16")
+    space = spec.space()
+    base = {"BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+    big, mid, small = ({**base, "BLOCK_M": m, "BLOCK_N": n} for m, n in ((256, 128), (128, 64), (64, 64)))
+    hw = lookup("H100-SXM")
+    problem = spec.problem({"M": 512, "N": 512, "K": 65536}, hw)  # 35 GFLOP: far past a launch
+    assert max(problem.roofline_seconds()) > LAUNCH_FLOOR_S
+    progs = [grid_tiles(problem, space, c)[0] for c in (big, mid, small)]
+    assert progs == [8, 32, 64] and progs[0] < UNDERFILL * hw.sms  # all short of 132 SMs
+    assert _filling_first(problem, space, [big, mid, small]) == ([big, mid, small], ())  # none fills
+    wide = spec.problem({"M": 1024, "N": 1024, "K": 32768}, hw)
+    assert [grid_tiles(wide, space, c)[0] for c in (big, mid, small)] == [32, 128, 256]
+    order, note = _filling_first(wide, space, [big, mid, small])
+    assert order == [small, big, mid]  # 128 programs still leave SMs idle: the first past 132
+    assert "launches 32 programs on 132 SMs" in note[0] and "256 programs, rank 3" in note[0]
+    assert _filling_first(wide, space, [small, big]) == ([small, big], ())  # the first fills already
+    tiny = spec.problem({"M": 1024, "N": 1024, "K": 64}, hw)  # about 1 us of work: a launch's time
+    assert max(tiny.roofline_seconds()) < LAUNCH_FLOOR_S
+    assert _filling_first(tiny, space, [big, mid, small]) == ([big, mid, small], ())
