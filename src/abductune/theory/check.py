@@ -137,10 +137,11 @@ def relief(space: Any, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     64x128x64 one does not), then both; then a smaller accumulator: the larger output tile
     halved, once and then twice (`RELIEF_HALVINGS`), as `resources.fit` shrinks it last. Where
     more warps and a smaller K tile still spill (or the warps are at the space's end), only the
-    accumulator is left to give: the split-K matmul of the zoo at 512 x 5,000 x 3,000 (its K and N off Triton's divisibility
-    by 16, the operand tiles held in registers) spilled 1,680 to 2,320 bytes on each of the
-    three answers the check was given, all 128 x 256 tiles at 8 warps, and was served the
-    lightest of them at 3.2x its optimum; 128 x 128 spilled 328 bytes there, 128 x 64 none."""
+    accumulator is left to give: the zoo's split-K matmul at 512 x 5,000 x 3,000 (its K and N
+    off Triton's divisibility by 16, the operand tiles held in registers) spilled 1,680 to
+    2,320 bytes on each of the three answers the check was given, all 128 x 256 tiles at 8
+    warps, and was served the lightest of them at 3.2x its optimum; 128 x 128 spilled 328
+    bytes there, 128 x 64 none."""
     out = []
     warps, tile_k = space.by_role("warps"), space.by_role("tile:K")
     more = warps.step(cfg[warps.name], +1) if warps is not None else None
