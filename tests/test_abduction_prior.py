@@ -161,6 +161,28 @@ def test_the_shipped_ranker_gives_a_feasible_prior_on_zoo_kernels(kernel):
     assert all(space.is_valid(c) and trouble(ds.problem, space, c) is None for c in prior)
 
 
+def test_the_priors_head_fills_the_gpu_where_the_rankers_first_pick_leaves_most_sms_idle():
+    """The w4a16 matmul at 64 x 4,096 x 14,336, held out: the ranker's first pick launches 64
+    programs on the H100's 132 SMs; the prior starts with its first config that fills them, as
+    `predict` serves it (`predict._filling_first`), and keeps the rest of the head in order."""
+    from abductune.datasets.public import load_any
+    from abductune.datasets.zoo import zoo_datasets
+    from abductune.heuristics.ranker_shipped import rank
+    from abductune.problem import Holdout
+    from abductune.theory.diagnose import grid_tiles
+
+    [path] = [p for p in zoo_datasets("zoo_mm_w4a16") if p.name.startswith("M64_N4096_K14336")]
+    ds = load_any(path)
+    pb, space = ds.problem, ds.space()
+    held = Holdout(pb, "kernel")
+    ranked = rank(pb, space, exclude=held).configs
+    prior = seeds_mod.ranker_prior(pb, space, exclude=held)
+    sms = pb.hardware.sms
+    assert grid_tiles(pb, space, ranked[0])[0] < sms / 2 <= sms <= grid_tiles(pb, space, prior[0])[0]
+    assert prior[0] == next(c for c in ranked if grid_tiles(pb, space, c)[0] >= sms)
+    assert prior[1:] == [c for c in ranked if c != prior[0]][:seeds_mod.PRIOR_LEN - 1]
+
+
 def _evidence(tmp_path, ranker_ratios):
     """A sources file whose matmul kernels k0..k2 had these first-pick ratios (default 1.5x)."""
     import json
