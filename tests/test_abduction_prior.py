@@ -164,7 +164,7 @@ def test_the_shipped_ranker_gives_a_feasible_prior_on_zoo_kernels(kernel):
 def test_the_priors_head_fills_the_gpu_where_the_rankers_first_pick_leaves_most_sms_idle():
     """The w4a16 matmul at 64 x 4,096 x 14,336, held out: the ranker's first pick launches 64
     programs on the H100's 132 SMs; the prior starts with its first config that fills them, as
-    `predict` serves it (`predict._filling_first`), and keeps the rest of the head in order."""
+    `predict` serves it (`heuristics.fill.filling_first`), and keeps the rest of the head in order."""
     from abductune.datasets.public import load_any
     from abductune.datasets.zoo import zoo_datasets
     from abductune.heuristics.ranker_shipped import rank

@@ -177,14 +177,15 @@ def test_the_builder_scores_each_kernel_without_itself_and_without_each_other(tm
 
 
 def test_a_ranked_answer_that_leaves_most_sms_idle_gives_way_to_the_first_that_fills_them():
-    """`predict._filling_first`: where the ranker's first pick launches programs for fewer than
+    """`heuristics.fill.filling_first`: where the ranker's first pick launches programs for fewer than
     half the SMs and a later ranked config launches one for every SM, that one is served first
     (its reason says why); a problem with less work than a launch costs, or no config that
     fills the GPU, keeps the ranker's order."""
     from abductune import kernels
     from abductune.hardware import lookup
     from abductune.theory.diagnose import grid_tiles
-    from abductune.theory.store.predict import LAUNCH_FLOOR_S, UNDERFILL, _filling_first
+    from abductune.heuristics.fill import LAUNCH_FLOOR_S, UNDERFILL
+    from abductune.heuristics.fill import filling_first as _filling_first
 
     spec = kernels.get("matmul_fp16")
     space = spec.space()

@@ -214,12 +214,12 @@ def ranker_prior(problem: Problem, space: Space, *, exclude: Exclude = None,
             return []
         got = rank(problem, space, exclude=exclude, hardware=hardware).configs
         # its head as `predict` serves it: a first pick that leaves most SMs idle gives way to
-        # the first that fills them (`predict._filling_first`; the w4a16 matmul at 64 x 4,096 x
+        # the first that fills them (`fill.filling_first`; the w4a16 matmul at 64 x 4,096 x
         # 14,336, held out: 1.322 -> 1.012 at 8 evaluations, no other shape of the zoo moved
         # beyond 0.1%, session 41)
-        from ..theory.store.predict import _filling_first
+        from .fill import filling_first
         on = problem if hardware is None else dataclasses.replace(problem, hardware=hardware)
-        return [_jsonable(c) for c in _filling_first(on, space, got)[0][:PRIOR_LEN]]
+        return [_jsonable(c) for c in filling_first(on, space, got)[0][:PRIOR_LEN]]
     except AbductuneError as e:
         log.debug("no ranker prior for %s: %s", problem.kernel, e)
     except Exception as e:  # noqa: BLE001 - a prior must never stop a tune

@@ -1,0 +1,42 @@
+"""Whether a ranked answer leaves most of the GPU idle: the first config that fills the SMs, put first."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..problem import Problem
+from ..space import Config, Space
+from ..theory.diagnose import grid_tiles
+
+# a ranked answer launching fewer programs than this share of the SMs leaves most of the GPU
+# idle (`filling_first`): half, the point past which more SMs sit idle than work
+UNDERFILL = 0.5
+# what a kernel launch costs on the GPU whatever its work: the zoo's smallest kernel (RoPE at one
+# token, 0.01 us of bytes at the H100's bandwidth) runs in 5.3 us at its best. Below this much
+# roofline time, the SMs a grid leaves idle are not what sets the time
+LAUNCH_FLOOR_S = 5e-6
+
+
+def filling_first(problem: Problem, space: Space, configs: Sequence[Config]) -> tuple[list[Config], tuple[str, ...]]:
+    """`configs` (best first) with the first one that launches a program for every SM put
+    first, where the first launches too few for half of them (`UNDERFILL`) and the grid is
+    known: a program runs on one SM, so such a grid leaves more than half the GPU idle however
+    fast each program is. The ranker scores fill among its features and still put such configs
+    first (FlagGems' antialiased bicubic at 224 x 224: 56 programs on 132 SMs, 4.0x the
+    optimum, which launches 224). Where no ranked config fills the GPU (the problem has too
+    little work, or the grid is not known), or the problem's roofline time is under what a
+    launch costs (`LAUNCH_FLOOR_S`, or unknown), the order stands: there the launch, not the
+    SMs, sets the time (RoPE at 64 tokens: 0.4 us of bytes, 6 us at its optimum, which launches
+    64 programs)."""
+    sms = problem.hardware.sms if problem.hardware is not None else None
+    if not configs or not sms or max(problem.roofline_seconds()) < LAUNCH_FLOOR_S:
+        return list(configs), ()  # with less work than a launch costs, idle SMs cost nothing
+    first = grid_tiles(problem, space, configs[0])[0]
+    if first is None or first >= UNDERFILL * sms:
+        return list(configs), ()
+    fill = next((c for c in configs if (grid_tiles(problem, space, c)[0] or 0) >= sms), None)
+    if fill is None:
+        return list(configs), ()
+    n = grid_tiles(problem, space, fill)[0]
+    return [fill, *(c for c in configs if c is not fill)], (
+        f"the ranker's first pick launches {first} programs on {sms} SMs; served its first that fills the GPU "
+        f"({n} programs, rank {list(configs).index(fill) + 1})",)
