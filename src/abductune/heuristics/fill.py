@@ -33,10 +33,11 @@ def filling_first(problem: Problem, space: Space, configs: Sequence[Config]) -> 
     first = grid_tiles(problem, space, configs[0])[0]
     if first is None or first >= UNDERFILL * sms:
         return list(configs), ()
-    fill = next((c for c in configs if (grid_tiles(problem, space, c)[0] or 0) >= sms), None)
-    if fill is None:
+    grids = ((i, c, grid_tiles(problem, space, c)[0] or 0) for i, c in enumerate(configs))
+    got = next(((i, c, n) for i, c, n in grids if n >= sms), None)
+    if got is None:
         return list(configs), ()
-    n = grid_tiles(problem, space, fill)[0]
+    i, fill, n = got
     return [fill, *(c for c in configs if c is not fill)], (
         f"the ranker's first pick launches {first} programs on {sms} SMs; served its first that fills the GPU "
-        f"({n} programs, rank {list(configs).index(fill) + 1})",)
+        f"({n} programs, rank {i + 1})",)
