@@ -158,3 +158,19 @@ def test_abductune_lanes_split_by_kernel_only_with_several_shapes(tmp_path):
     assert {x["lane"] for x in d["lanes"]} == {"quick#0", "quick#1", "abductune#0", "abductune#1"}
     for lane in ("abductune#0", "abductune#1"):  # each still two searches in one process
         assert sorted(x["search_index"] for x in d["rows"] if x["lane"] == lane) == [0, 1]
+
+
+def test_pick_takes_one_shape_of_a_kernel_and_names_a_wrong_one(tmp_path):
+    """--pick attention=1: attention's second shape alone, the other kernels' first N as before;
+    a kernel or index with no shape is one clear error."""
+    r = _run(tmp_path, "--kernels", "matmul,attention", "--shapes", "1", "--pick", "attention=1",
+             "--modes", "none,abductune-full")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads((tmp_path / "b.json").read_text())["rows"]
+    assert sorted({(x["kernel"], tuple(x["shape"])) for x in rows}) == [
+        ("attention", (1, 32, 4096, 128)), ("matmul", (1024, 1024, 1024))]
+    assert {x["mode"] for x in rows} == {"none", "abductune-full"}
+    bad = _run(tmp_path, "--kernels", "attention", "--pick", "attention=7")
+    assert bad.returncode != 0 and "--pick names no shape: attention=7" in bad.stderr
+    bad = _run(tmp_path, "--kernels", "attention", "--pick", "attention")
+    assert bad.returncode != 0 and "KERNEL=INDEX" in bad.stderr

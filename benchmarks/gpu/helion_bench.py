@@ -29,6 +29,7 @@ Modes:
   Helion's `autotune_budget_seconds`: an uncapped full run takes 400-1800 s per kernel on the
   H100); `+seeds`: with abductune's heuristics in Helion's registry;
 - `abductune`: abductune's search (`autotuner_with(...)`), its worker kept across searches;
+  `abductune-full`: the same at Helion's `full` effort (64 evaluations);
   `abductune-noseeds`: without abductune's seeds; `abductune-nokeep`: no worker kept
   (ABDUCTUNE_HELION_WORKER_IDLE_S=0); `abductune-inproc`: Helion's
   `autotune_benchmark_subprocess=False`, no worker at all (no protection from a config that
@@ -67,7 +68,7 @@ if "--child" in sys.argv and os.environ.get("HELION_BENCH_CPUS"):  # this lane's
     os.sched_setaffinity(0, {int(c) for c in os.environ["HELION_BENCH_CPUS"].split(",")})
 
 MODES = ("none", "none+abductune", "none+abductune-always", "quick", "quick+seeds", "full", "full+seeds",
-         "abductune", "abductune-noseeds", "abductune-nokeep", "abductune-inproc")
+         "abductune", "abductune-full", "abductune-noseeds", "abductune-nokeep", "abductune-inproc")
 SMOKE_MODES = ["none", "none+abductune", "none+abductune-always", "abductune"]
 SHAPES: dict[str, list[tuple[int, ...]]] = {
     "matmul": [(1024, 1024, 1024), (128, 4096, 4096), (2048, 256, 8192)],  # M, N, K
@@ -111,6 +112,8 @@ def search_row(kernel: str, shape: tuple[int, ...], mode: str, opts: dict[str, A
         settings["autotune_effort"] = "none"
     elif mode.startswith("full"):
         settings.update(autotune_effort="full", autotune_budget_seconds=int(opts["full_budget_s"]))
+    elif mode == "abductune-full":  # our search at full's effort: its 64 evaluations, no seconds cap
+        settings["autotune_effort"] = "full"
     if mode == "abductune-inproc":
         settings["autotune_benchmark_subprocess"] = False
     if CPU:
@@ -443,6 +446,8 @@ def main() -> int:
     ap.add_argument("--modes", default=None, help=f"comma-separated, run in this order (default: all; --cpu: "
                                                  f"none,abductune): {', '.join(MODES)}")
     ap.add_argument("--shapes", type=int, default=3, help="shapes per kernel (the first N)")
+    ap.add_argument("--pick", default="", metavar="KERNEL=I,...",
+                    help="for the kernels named, only their shape I (0-based) in place of the first N")
     ap.add_argument("--smoke", action="store_true",
                     help=f"the first shape of each kernel (matmul unless --kernels), modes {', '.join(SMOKE_MODES)}")
     ap.add_argument("--cpu", action="store_true", help="no GPU: Triton's interpreter, small matmul shapes, a CPU "
@@ -483,7 +488,15 @@ def main() -> int:
     earlier = reused(a.reuse_quick)
     opts = {"full_budget_s": a.full_budget_s, "strategy": a.strategy,
             "evaluations": a.evaluations or (4 if a.cpu else 0)}
-    pairs = [(k, s) for k in names for s in shapes[k][: 1 if a.smoke else a.shapes]]
+    try:
+        picks = {k: int(i) for k, i in (p.split("=") for p in a.pick.split(",") if p)}
+    except ValueError:
+        ap.error(f"--pick takes KERNEL=INDEX pairs, e.g. attention=1 (got {a.pick!r})")
+    wrong = [f"{k}={i}" for k, i in picks.items() if k not in shapes or not 0 <= i < len(shapes[k])]
+    if wrong:
+        ap.error(f"--pick names no shape: {', '.join(wrong)}")
+    pairs = [(k, s) for k in names
+             for s in ([shapes[k][picks[k]]] if k in picks else shapes[k][: 1 if a.smoke else a.shapes])]
     items = {m: [p for p in pairs if not (m == "quick" and p in earlier)] for m in modes}
     lanes = build_lanes(items, opts, a.gpus)
     child = dry_child if a.dry_run else run_child
