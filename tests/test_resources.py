@@ -379,3 +379,19 @@ def test_an_accumulator_with_its_operand_tiles_past_the_register_file_spills():
     # where the register file is not known (no hardware), the bound says nothing
     bare = Problem("mm", "matmul", {"M": 16, "N": 4096, "K": 4096}, {"a": "bf16", "b": "bf16", "c": "bf16"})
     assert resources.spills(bare, sp, heavy) is None
+
+
+def test_output_tiles_shrink_larger_first_n_on_a_tie_and_relief_follows():
+    """`fit` and the compile check's relief shrink the output tiles in one order, from one helper:
+    the larger first, N on a tie; where that one is at its smallest, the relief halves the other."""
+    from abductune.theory import check
+
+    sp = _space(("BLOCK_M", "BLOCK_N", "BLOCK_K"))
+    names = lambda cfg: [p.name for p in resources.output_tiles_larger_first(sp, cfg)]  # noqa: E731
+    assert names({"BLOCK_M": 128, "BLOCK_N": 64}) == ["BLOCK_M", "BLOCK_N"]
+    assert names({"BLOCK_M": 64, "BLOCK_N": 64}) == ["BLOCK_N", "BLOCK_M"]
+    assert names({"BLOCK_M": 64}) == ["BLOCK_M"]
+    cfg = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}
+    assert check._halve_larger_tile(sp, cfg) == {**cfg, "BLOCK_N": 64}
+    assert check._halve_larger_tile(sp, {**cfg, "BLOCK_N": 16, "BLOCK_M": 16}) is None
+    assert check._halve_larger_tile(sp, {**cfg, "BLOCK_N": 16, "BLOCK_M": 64}) == {**cfg, "BLOCK_N": 16, "BLOCK_M": 32}

@@ -15,6 +15,7 @@ import importlib.util
 from typing import Any, Callable, Sequence
 
 from ..hardware import HardwareInfo
+from .resources import output_tiles_larger_first
 
 
 def unavailable(hw: HardwareInfo | None) -> str:
@@ -167,10 +168,9 @@ RELIEF_HALVINGS = 2
 
 
 def _halve_larger_tile(space: Any, cfg: dict[str, Any]) -> dict[str, Any] | None:
-    """`cfg` with the larger of its M and N output tiles one step smaller (N on a tie, as
-    `resources.fit` does), or None where neither can shrink."""
-    tiles = [p for p in (space.by_role("tile:N"), space.by_role("tile:M")) if p is not None and p.name in cfg]
-    for p in sorted(tiles, key=lambda q: -cfg[q.name]):  # stable: N before M on a tie
+    """`cfg` with the larger of its M and N output tiles one step smaller (N on a tie: the
+    order `resources.fit` shrinks them in), or the other where that one cannot shrink, or None."""
+    for p in output_tiles_larger_first(space, cfg):
         v = p.step(cfg[p.name], -1)
         if v is not None:
             return {**cfg, p.name: v}

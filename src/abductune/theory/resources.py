@@ -392,6 +392,15 @@ def trouble(problem: Problem, space: Space, config: Mapping[str, Any]) -> str | 
     return infeasible(problem, space, config) or spills(problem, space, config)
 
 
+def output_tiles_larger_first(space: Space, config: Mapping[str, Any]) -> list[Any]:
+    """The output tiles `config` sets (the parameters with roles tile:N and tile:M), the larger
+    first, N on a tie: the order in which `fit` and the compile check's relief shrink them (a
+    smaller output tile lowers the accumulator each thread holds, and the larger of the two
+    frees the most)."""
+    tiles = [p for p in (space.by_role("tile:N"), space.by_role("tile:M")) if p is not None and p.name in config]
+    return sorted(tiles, key=lambda q: -config[q.name])  # stable: N before M on a tie
+
+
 def fit(problem: Problem, space: Space, config: Mapping[str, Any]) -> tuple[Config | None, list[str]]:
     """`config` moved the least way into what the model accepts: fewer pipeline stages first
     (down to `STAGES_KEPT`), then a smaller K tile, then fewer stages still, then more warps
@@ -415,8 +424,8 @@ def fit(problem: Problem, space: Space, config: Mapping[str, Any]) -> tuple[Conf
             if direction < 0 and floor and cfg[p.name] <= floor:
                 continue
             if role in ("tile:N", "tile:M"):
-                other = space.by_role("tile:M" if role == "tile:N" else "tile:N")
-                if other is not None and other.name in cfg and cfg[other.name] > cfg[p.name]:
+                first = output_tiles_larger_first(space, cfg)[0]
+                if first is not p and cfg[first.name] > cfg[p.name]:
                     continue  # shrink the larger of the two output tiles first
             nxt = p.step(cfg[p.name], direction)
             if nxt is None:
