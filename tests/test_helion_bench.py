@@ -174,3 +174,35 @@ def test_pick_takes_one_shape_of_a_kernel_and_names_a_wrong_one(tmp_path):
     assert bad.returncode != 0 and "--pick names no shape: attention=7" in bad.stderr
     bad = _run(tmp_path, "--kernels", "attention", "--pick", "attention")
     assert bad.returncode != 0 and "KERNEL=INDEX" in bad.stderr
+
+
+def test_timer_graph_reaches_the_retiming_and_falls_back_where_a_call_cannot_be_captured(tmp_path, monkeypatch):
+    """--timer graph: the children time kernels as CUDA graphs (the re-timing says so on every
+    row); a call that cannot be captured is timed by do_bench instead, and the reason is kept."""
+    r = _run(tmp_path, "--kernels", "softmax", "--shapes", "1", "--modes", "none,abductune", "--retime", "3",
+             "--timer", "graph")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads((tmp_path / "b.json").read_text())["rows"]
+    assert rows and {x.get("retime_timer") for x in rows} == {"cuda graph"}
+    r = _run(tmp_path, "--kernels", "softmax", "--shapes", "1", "--modes", "none", "--retime", "3")
+    assert {x.get("retime_timer") for x in json.loads((tmp_path / "b.json").read_text())["rows"]} == {"do_bench"}
+
+    _bench_module()  # skips where Helion cannot import
+    import helion_bench_kernels as hk
+    import triton.testing
+
+    def no_graph(fn, **kw):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(hk, "CPU", False)
+    monkeypatch.setenv("HELION_BENCH_TIMER", "graph")
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", no_graph)
+    monkeypatch.setattr(triton.testing, "do_bench", lambda fn, **kw: 1.5)
+    monkeypatch.setattr(hk.torch.cuda, "synchronize", lambda: None)
+    hk.GRAPH_FALLBACKS.clear()
+    assert hk.timer_name() == "cuda graph"
+    assert hk.bench_ms(lambda: None) == 1.5
+    assert hk.GRAPH_FALLBACKS == ["RuntimeError: operation not permitted when stream is capturing"]
+    monkeypatch.setattr(triton.testing, "do_bench_cudagraph", lambda fn, **kw: 0.25)
+    assert hk.bench_ms(lambda: None) == 0.25
+    hk.GRAPH_FALLBACKS.clear()

@@ -84,8 +84,9 @@ MIN_START_S = 30.0
 if "--child" in sys.argv or __name__ != "__main__":  # the kernels need torch and Helion; the driver neither
     import torch
 
-    from helion_bench_kernels import (CPU, attention, bench_ms, cpu_benchmark_fn, device_name,  # noqa: F401
-                                      int4_matmul, kernels, layer_norm, matmul, softmax, sync, versions)
+    from helion_bench_kernels import (CPU, GRAPH_FALLBACKS, attention, bench_ms, cpu_benchmark_fn,  # noqa: F401
+                                      device_name, int4_matmul, kernels, layer_norm, matmul, softmax, sync,
+                                      timer_name, versions)
 
 
 # ----------------------------------------------------------------------------- one search (in a lane)
@@ -150,12 +151,20 @@ def search_row(kernel: str, shape: tuple[int, ...], mode: str, opts: dict[str, A
     wall = time.perf_counter() - t0
     err = float((out.float() - reference(*args).float()).abs().max())
     ms, ref_ms = bench_ms(lambda: k(*args)), bench_ms(lambda: baseline(*args))
-    cfg = getattr(k.bind(args), "_config", None)
+    bound = k.bind(args)
+    cfg = getattr(bound, "_config", None)
+    # what Helion's heuristics promoted (None: none did): session 42 found every none+abductune row
+    # of sessions 18 and 20 running Helion's default, although our seeds had fired
+    promoted = getattr(getattr(bound, "config_spec", None), "compiler_default_config", None)
     row = {"kernel": kernel, "shape": list(shape), "mode": mode, "wall_s": round(wall, 3), "kernel_ms": ms,
            "torch_ms": ref_ms, "max_err": err, "config": repr(cfg),
            "config_json": cfg.to_json() if hasattr(cfg, "to_json") else None,
            "effort": settings["autotune_effort"], "budget_s": settings.get("autotune_budget_seconds"),
-           "device": device_name(), "versions": versions()}
+           "device": device_name(), "versions": versions(), "timer": timer_name(),
+           "compiler_default": None if promoted is None else repr(promoted)}
+    if GRAPH_FALLBACKS:
+        row["timer_fallbacks"] = list(GRAPH_FALLBACKS)
+        del GRAPH_FALLBACKS[:]
     if account is not None:
         row["account"] = account.since(before, wall)
     if searches:
@@ -242,7 +251,8 @@ def retime(kernel: str, shape: tuple[int, ...], configs: dict[str, str], rounds:
         for m in names[r % len(names):] + names[:r % len(names)]:
             samples[m].append(bench_ms(calls[m], warmup=25, rep=100))
     return {"kernel": kernel, "shape": list(shape), "retimed_ms": {m: statistics.median(v) for m, v in samples.items()},
-            "samples_ms": samples, "rounds": rounds}
+            "samples_ms": samples, "rounds": rounds, "timer": timer_name(),
+            **({"timer_fallbacks": list(GRAPH_FALLBACKS)} if GRAPH_FALLBACKS else {})}
 
 
 # ----------------------------------------------------------------------------- the driver
@@ -331,7 +341,8 @@ def dry_child(job: dict[str, Any], env_extra: dict[str, str], timeout: float, on
     if "retime" in job:
         for kernel, shape, configs in job["retime"]:
             on_line({"kernel": kernel, "shape": shape, "rounds": job["rounds"],
-                     "retimed_ms": {m: 0.01 * (1 + i / 100) for i, m in enumerate([*configs, "torch"])}})
+                     "retimed_ms": {m: 0.01 * (1 + i / 100) for i, m in enumerate([*configs, "torch"])},
+                     "timer": "cuda graph" if os.environ.get("HELION_BENCH_TIMER") == "graph" else "do_bench"})
         return None
     for i, (kernel, shape) in enumerate(job["items"]):
         mode = job["mode"]
@@ -458,6 +469,11 @@ def main() -> int:
     ap.add_argument("--evaluations", type=int, default=0, help="abductune's budget (0: by effort; --cpu: 4)")
     ap.add_argument("--retime", type=int, nargs="?", const=7, default=0, metavar="ROUNDS",
                     help="time every mode's config of each kernel and shape side by side (ROUNDS rotated rounds)")
+    ap.add_argument("--timer", choices=("do_bench", "graph"), default="do_bench",
+                    help="how a ready kernel is timed (the row's kernel_ms and --retime): Triton's do_bench, or "
+                         "graph: replayed as a CUDA graph, for kernels of a few microseconds whose Python call "
+                         "costs more than they run (falls back to do_bench where a call cannot be captured, "
+                         "said in the row)")
     ap.add_argument("--retime-reserve-s", type=float, default=60.0, help="seconds before the deadline kept for it")
     ap.add_argument("--reuse-quick", default=None, metavar="JSON",
                     help="take quick's rows (wall, config) from an earlier run of this script (needs --retime)")
@@ -476,6 +492,8 @@ def main() -> int:
         else:
             lane(job)
         return 0
+    if a.timer == "graph":  # the children read it (helion_bench_kernels.bench_ms)
+        os.environ["HELION_BENCH_TIMER"] = "graph"
     shapes = CPU_SHAPES if a.cpu else SHAPES
     names = [k for k in (a.kernels or ("matmul" if a.smoke or a.cpu else ",".join(SHAPES))).split(",") if k]
     modes = SMOKE_MODES if a.smoke else [m for m in (a.modes or ("none,abductune" if a.cpu else ",".join(MODES)))
@@ -580,6 +598,9 @@ def main() -> int:
                             and r["mode"] in line["retimed_ms"]:
                         r["retimed_ms"] = line["retimed_ms"][r["mode"]]
                         r["retimed_torch_ms"] = line["retimed_ms"].get("torch")
+                        r["retime_timer"] = line.get("timer")
+                        if line.get("timer_fallbacks"):
+                            r["retime_timer_fallbacks"] = line["timer_fallbacks"]
                 save()
 
         def run_retime(env: dict[str, str], chunk: list) -> None:
