@@ -26,7 +26,7 @@ from abductune.hardware import lookup  # noqa: E402
 from abductune.integrations import helion_search as HS  # noqa: E402
 from abductune.integrations.helion_kernel import facts_of  # noqa: E402
 from abductune.integrations.helion_space import (TMA_INDEXING, coupled_moves, held_elements,  # noqa: E402
-                                                 sweep_hints)
+                                                 sweep_hints, trade_moves)
 from helion_fixtures import stand_in_provider  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "gpu"))
@@ -225,3 +225,74 @@ def test_search_takes_the_coupled_move_from_small_tiles(tma, monkeypatch):
     assert set(first_change) == {"indexing"} and len(set(first_change["indexing"])) == 1
     assert best.config["indexing"][0] == TMA_INDEXING  # and it pays here
     assert search.report["evaluations"] <= 24 and len(set(StandIn.seen)) == len(StandIn.seen)
+
+
+# ----------------------------------------------------------------------------- trades: the M and N tiles opposite ways
+
+def _held(hmap, problem, cfg) -> float:
+    return held_elements(problem, hmap.full, cfg)
+
+
+def test_attention_trades_the_query_tile_for_the_key_tile_at_the_same_score_block():
+    hmap, problem = _attention()
+    anchor = _at(hmap, block_sizes_1=128, block_sizes_2=64, num_warps=4, num_stages=3)
+    moves = dict(trade_moves(hmap, problem, anchor))
+    longer_keys, wider_queries = moves["trade:tile:M-tile:N+"], moves["trade:tile:M+tile:N-"]
+    assert (longer_keys["block_sizes_1"], longer_keys["block_sizes_2"]) == (64, 128)
+    assert (wider_queries["block_sizes_1"], wider_queries["block_sizes_2"]) == (256, 32)
+    for cfg in moves.values():  # the block a thread holds keeps its size: the warps stay
+        assert _held(hmap, problem, cfg) == _held(hmap, problem, anchor)
+        assert {k for k in cfg if cfg[k] != anchor[k]} == {"block_sizes_1", "block_sizes_2"}
+    assert [label for label, _ in trade_moves(hmap, problem, anchor, (-1,))] == ["trade:tile:M-tile:N+"]
+
+
+def test_a_trade_the_resource_model_refuses_is_left_out():
+    # head dim 128: a 256-row query tile on 4 warps holds 256 x 128 outputs, 256 a thread
+    hmap, problem = _mapped(helion_bench.attention, tuple(torch.randn(1, 32, 4096, 128, dtype=F16) for _ in range(3)),
+                            "attention")
+    anchor = _at(hmap, block_sizes_1=128, block_sizes_2=64, num_warps=4, num_stages=1)
+    assert [label for label, _ in trade_moves(hmap, problem, anchor)] == ["trade:tile:M-tile:N+"]
+
+
+def test_a_matmul_trade_never_leaves_the_warpgroup_mma():
+    anchor_tiles = dict(block_sizes_0=64, block_sizes_1=128, block_sizes_2=64, num_warps=4, num_stages=4)
+    hopper, p_h = _matmul(1024, H100)
+    ampere, p_a = _matmul(1024, A100)
+    # 32 rows would put Hopper's MMA on mma.sync; on the A100 (no warpgroup MMA) both ways are open
+    assert [label for label, _ in trade_moves(hopper, p_h, _at(hopper, **anchor_tiles))] == ["trade:tile:M+tile:N-"]
+    assert sorted(label for label, _ in trade_moves(ampere, p_a, _at(ampere, **anchor_tiles))) == \
+        ["trade:tile:M+tile:N-", "trade:tile:M-tile:N+"]
+    assert trade_moves(*_attention(hardware=None), _at(hopper, **anchor_tiles)) == []
+
+
+def _long_keys_cost(config) -> float:
+    """A made-up attention time whose optimum is a short query tile with a long key tile at the
+    seed's score block (64 x 256 on 8 warps; Helion's `full` found 64 x 256 on the H200); any change of
+    the warps or of the score block's size costs more than it gains."""
+    c = config.config
+    _, bq, bk = c["block_sizes"]
+    w = c["num_warps"]
+    t = (1 + abs(math.log2(bq / 64)) * 0.15) * (1 + abs(math.log2(bk / 256)) * 0.15)
+    t *= 1 + abs(math.log2(bq * bk / (256 * 64))) * 0.6 + abs(math.log2(w / 8)) * 0.6
+    return t
+
+
+def test_search_trades_towards_long_keys_and_takes_the_winning_trade_again(monkeypatch):
+    monkeypatch.setattr(HS, "device_hardware", lambda args: H100)
+    Stand = stand_in_provider(_long_keys_cost)
+    Stand.seen = []
+    args = tuple(torch.randn(4, 16, 1024, 64, dtype=F16) for _ in range(3))
+    seed = dict(block_sizes=[1, 256, 64], num_warps=8, num_stages=3)
+    kernel = helion.kernel(static_shapes=True, autotune_progress_bar=False, autotune_log_level=40,
+                           autotune_seed_configs=[helion.Config(**seed)],
+                           autotune_benchmark_fn=lambda fns, *, repeat=1, desc=None: [f() for f in fns])(
+        helion_bench.attention)
+    search = HS.AbductuneSearch(kernel.bind(args), args, benchmark_provider_cls=Stand, max_evaluations=24)
+    best = search.autotune(skip_cache=True)
+    coupled = [p for p in search.report["phases"] if p["phase"] == "coupled"]
+    labels = [u for p in coupled for u in p["units"]]
+    assert "trade:tile:M-tile:N+" in labels
+    # the trade won (128 x 128), and was taken once more (64 x 256)
+    measured = [m["changed"].get("block_sizes") for p in coupled for m in p["measured"]]
+    assert [1, 128, 128] in measured and [1, 64, 256] in measured
+    assert best.config["block_sizes"] == [1, 64, 256] and best.config["num_warps"] == 8

@@ -11,9 +11,11 @@ What `_autotune` does (each phase one Session, its rows in abductune's store):
    (Helion's `AutotunerHeuristic`s, abductune's among them where `helion.install` registered
    them); the user's seeds and Helion's default are pinned into the final verification;
 3. coupled moves: every tile one power of two up, and down, with the warps following so each
-   thread keeps its share of the tile (`helion_space.coupled_moves`), in one batch, a winning
-   direction taken once more: the move the strategy's local steps (one or two parameters)
-   cannot make, from small tiles on few warps to large tiles on many;
+   thread keeps its share of the tile (`helion_space.coupled_moves`), and the M and N tiles
+   traded one power of two each way at the same held block (`helion_space.trade_moves`), in
+   one batch, a winning move taken once more: moves the strategy's local steps (one or two
+   parameters) cannot make, from small tiles on few warps to large tiles on many, and from a
+   wide query tile to a long key loop;
 4. the roles: the strategy asked for (abduction by default) searches the view holding the
    tiles, warps, stages and grouping around the best so far;
 5. the sweep: every unit without a role and of few values (eviction policies, indexing, pid
@@ -53,7 +55,8 @@ from ..session import Session
 from ..store import Store
 from .helion_kernel import facts_of
 from .helion_measure import HelionEvaluator, Shared, adopt_worker, return_worker, start_worker
-from .helion_space import SWEEP_MAX_VALUES, HelionError, HelionMap, coupled_moves, read_slots, sweep_hints
+from .helion_space import (SWEEP_MAX_VALUES, HelionError, HelionMap, coupled_moves, read_slots, sweep_hints,
+                           trade_moves)
 from .helion_worker import KEEPER
 
 log = logging.getLogger(__name__)
@@ -441,22 +444,25 @@ class _Phases:
         return self.fresh(self.hmap.sweep(self.anchor, SWEEP_MAX_VALUES, only=self.swept(), first=first, lead=lead))
 
     def coupled(self) -> None:
-        """The coupled moves around the incumbent (`coupled_moves`) in one batch, at most
-        COUPLED_SHARE of what is left; a direction that won is taken once more."""
-        def moves(directions: Sequence[int]) -> list[tuple[str, int, dict[str, Any]]]:
-            got = coupled_moves(self.hmap, self.problem, self.anchor, directions)
-            return self.fresh([(label, 1 if label.startswith("up") else -1, cfg) for label, cfg in got])
+        """The coupled moves around the incumbent (`coupled_moves`: every tile one way, then
+        `trade_moves`: the M and N tiles opposite ways) in one batch, at most COUPLED_SHARE of
+        what is left; a move that won is taken once more."""
+        def moves(kind: str, directions: Sequence[int]) -> list[tuple[str, tuple[str, int], dict[str, Any]]]:
+            make = coupled_moves if kind == "scale" else trade_moves
+            got = make(self.hmap, self.problem, self.anchor, directions)
+            return self.fresh([(label, (kind, 1 if label.startswith(("up", "trade:tile:M+")) else -1), cfg)
+                               for label, cfg in got])
 
         cap = int(self.left() * COUPLED_SHARE)
-        todo = moves((+1, -1))[:cap]
+        todo = (moves("scale", (+1, -1)) + moves("trade", (+1, -1)))[:cap]
         if not todo or self.out_of_time():
             return
         before = dict(self.anchor)
         self.fixed("coupled", [c for _, _, c in todo], units=[label for label, _, _ in todo])
-        won = next((d for _, d, c in todo if c == self.anchor and self.anchor != before), None)
+        won = next((how for _, how, c in todo if c == self.anchor and self.anchor != before), None)
         if won is None or cap <= len(todo) or self.out_of_time():
             return
-        again = moves((won,))
+        again = moves(won[0], (won[1],))
         if again:
             self.fixed("coupled", [again[0][2]], units=[again[0][0]])
 

@@ -483,6 +483,58 @@ def coupled_moves(hmap: HelionMap, problem: Problem, anchor: Mapping[str, Any],
     return out
 
 
+def trade_moves(hmap: HelionMap, problem: Problem, anchor: Mapping[str, Any],
+                directions: Sequence[int] = (+1, -1)) -> list[tuple[str, Config]]:
+    """For each direction (+1: the M tile up), the anchor with its M tile one power of two that
+    way and its N tile one the other way: the block a thread's registers hold (M x N: a
+    matmul's accumulator, attention's scores) keeps its size, so the warps stay, while the grid
+    and the reuse change. A long key tile with a short query tile spends each step of
+    attention's key loop on more keys and launches more programs; Helion's `full` ended on a
+    query tile of 64 and a key tile of 256 on attention 1 x 32 x 4096 x 128, from the default's
+    256 and 32 (session 42), a move neither the coupled moves (both tiles one way) nor the
+    roles' one-parameter steps make. Kept only where the resource model accepts it (fewer
+    stages allowed) and, where the grid tile grows, every SM still gets a program. Returns
+    (label, full config) per direction that has one."""
+    space = hmap.full
+    tiles = tiled_dims(problem, space)
+    m, n = tiles.get("tile:M"), tiles.get("tile:N")
+    if m is None or n is None or problem.hardware is None:
+        return []
+    out: list[tuple[str, Config]] = []
+    for d in directions:
+        cfg = dict(anchor)
+        moved = True
+        for (name, dim, _), step in ((m, d), (n, -d)):
+            v = space[name].step(cfg[name], step)
+            if v is None or (step > 0 and int(cfg[name]) >= next_pow2(dim)):
+                moved = False  # at its end, or already covering its dim
+                break
+            cfg[name] = v
+        if not moved or not space.is_valid(cfg) or _leaves_warpgroup_mma(problem, anchor, cfg, m[0], space):
+            continue
+        fitted, _ = fit(problem, space, cfg)
+        stages = space.by_role("stages")
+        kept = [x for x in space.names if stages is None or x != stages.name]
+        if fitted is None or any(fitted[x] != cfg[x] for x in kept):
+            continue
+        if _underfills(problem, space, fitted) and not _underfills(problem, space, anchor):
+            continue  # a trade that leaves SMs idle where the anchor filled them
+        out.append((f"trade:tile:M{'+' if d > 0 else '-'}tile:N{'-' if d > 0 else '+'}", fitted))
+    return out
+
+
+def _leaves_warpgroup_mma(problem: Problem, anchor: Mapping[str, Any], cfg: Mapping[str, Any], m_name: str,
+                          space: Space) -> bool:
+    """Whether `cfg` takes an MMA-class kernel off the warpgroup MMA the anchor is on (an M tile
+    below a warpgroup's rows: Triton falls back to mma.sync), as `_scaled` never does either."""
+    wg = problem.hardware.warpgroup_mma if problem.hardware is not None else None
+    warps = space.by_role("warps")
+    if wg is None or warps is None or problem.kernel_class not in MMA_CLASSES:
+        return False
+    on = int(anchor[m_name]) >= wg[1] and int(anchor[warps.name]) % wg[0] == 0
+    return on and (int(cfg[m_name]) < wg[1] or int(cfg[warps.name]) % wg[0] != 0)
+
+
 def _underfills(problem: Problem, space: Space, config: Mapping[str, Any]) -> bool:
     """Whether `config` launches fewer programs than the GPU has SMs; False where unknown: the
     grid model (`grid_tiles`) counts independent dims no tile covers (attention's batch and
