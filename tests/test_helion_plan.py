@@ -191,18 +191,23 @@ def _cost(config) -> float:
 StandIn = stand_in_provider(_cost)  # Helion's BenchmarkProvider contract, answering from `_cost`
 
 
-def test_search_takes_the_coupled_move_from_small_tiles(tma, monkeypatch):
+def _attention_search(monkeypatch, provider, seed: dict):
+    """abductune's search of attention 4 x 16 x 1024 x 64 on a stand-in H100 from the user's
+    `seed`, timed by `provider` (a `stand_in_provider`): (the search, its winner)."""
     monkeypatch.setattr(HS, "device_hardware", lambda args: H100)
-    StandIn.seen = []
+    provider.seen = []
     args = tuple(torch.randn(4, 16, 1024, 64, dtype=F16) for _ in range(3))
-    # the small-tile config Helion's heuristics seeded on the H100, given as the user's seed
-    small = dict(block_sizes=[1, 64, 32], num_warps=2, num_stages=6)
     kernel = helion.kernel(static_shapes=True, autotune_progress_bar=False, autotune_log_level=40,
-                           autotune_seed_configs=[helion.Config(**small)],
+                           autotune_seed_configs=[helion.Config(**seed)],
                            autotune_benchmark_fn=lambda fns, *, repeat=1, desc=None: [f() for f in fns])(
         helion_bench.attention)
-    search = HS.AbductuneSearch(kernel.bind(args), args, benchmark_provider_cls=StandIn, max_evaluations=24)
-    best = search.autotune(skip_cache=True)
+    search = HS.AbductuneSearch(kernel.bind(args), args, benchmark_provider_cls=provider, max_evaluations=24)
+    return search, search.autotune(skip_cache=True)
+
+
+def test_search_takes_the_coupled_move_from_small_tiles(tma, monkeypatch):
+    # the small-tile config Helion's heuristics seeded on the H100, given as the user's seed
+    search, best = _attention_search(monkeypatch, StandIn, dict(block_sizes=[1, 64, 32], num_warps=2, num_stages=6))
     phases = [p["phase"] for p in search.report["phases"]]
     assert phases[:2] == ["seeds", "coupled"]
     coupled = search.report["phases"][1]
@@ -278,17 +283,8 @@ def _long_keys_cost(config) -> float:
 
 
 def test_search_trades_towards_long_keys_and_takes_the_winning_trade_again(monkeypatch):
-    monkeypatch.setattr(HS, "device_hardware", lambda args: H100)
-    Stand = stand_in_provider(_long_keys_cost)
-    Stand.seen = []
-    args = tuple(torch.randn(4, 16, 1024, 64, dtype=F16) for _ in range(3))
-    seed = dict(block_sizes=[1, 256, 64], num_warps=8, num_stages=3)
-    kernel = helion.kernel(static_shapes=True, autotune_progress_bar=False, autotune_log_level=40,
-                           autotune_seed_configs=[helion.Config(**seed)],
-                           autotune_benchmark_fn=lambda fns, *, repeat=1, desc=None: [f() for f in fns])(
-        helion_bench.attention)
-    search = HS.AbductuneSearch(kernel.bind(args), args, benchmark_provider_cls=Stand, max_evaluations=24)
-    best = search.autotune(skip_cache=True)
+    search, best = _attention_search(monkeypatch, stand_in_provider(_long_keys_cost),
+                                     dict(block_sizes=[1, 256, 64], num_warps=8, num_stages=3))
     coupled = [p for p in search.report["phases"] if p["phase"] == "coupled"]
     labels = [u for p in coupled for u in p["units"]]
     assert "trade:tile:M-tile:N+" in labels
