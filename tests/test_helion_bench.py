@@ -206,3 +206,26 @@ def test_timer_graph_reaches_the_retiming_and_falls_back_where_a_call_cannot_be_
     monkeypatch.setattr(triton.testing, "do_bench_cudagraph", lambda fn, **kw: 0.25)
     assert hk.bench_ms(lambda: None) == 0.25
     hk.GRAPH_FALLBACKS.clear()
+
+
+def test_reuse_takes_any_modes_rows_and_retimes_them_beside_the_new(tmp_path):
+    """--reuse full=JSON(.xz): an uncapped full's rows are not searched again but re-timed beside
+    the modes run now; a bad spec is one clear error."""
+    import lzma
+
+    earlier = tmp_path / "full.json.xz"
+    with lzma.open(earlier, "wt") as f:
+        json.dump({"rows": [{"kernel": "softmax", "shape": [4096, 1024], "mode": "full", "wall_s": 513.0,
+                             "kernel_ms": 0.0085, "config": "helion.Config(num_warps=4)", "device": "dry-run"}]}, f)
+    r = _run(tmp_path, "--kernels", "softmax", "--shapes", "1", "--modes", "full,abductune", "--retime", "3",
+             "--reuse", f"full={earlier}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads((tmp_path / "b.json").read_text())["rows"]
+    by = {x["mode"]: x for x in rows}
+    assert set(by) == {"full", "abductune"} and by["full"]["reused_from"] == str(earlier)
+    assert by["full"]["wall_s"] == 513.0 and by["full"]["kernel_ms_then"] == 0.0085
+    assert all(x.get("retimed_ms") for x in rows)
+    bad = _run(tmp_path, "--kernels", "softmax", "--retime", "3", "--reuse", "fastest=x.json")
+    assert bad.returncode != 0 and "--reuse takes MODE=JSON" in bad.stderr
+    bad = _run(tmp_path, "--kernels", "softmax", "--reuse", f"full={earlier}")
+    assert bad.returncode != 0 and "needs --retime" in bad.stderr

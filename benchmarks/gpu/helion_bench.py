@@ -38,7 +38,8 @@ Wall time: the first call of a fresh kernel object (bind, search, compile, run) 
 result. Kernel time: `triton.testing.do_bench` median (ms). `--retime [ROUNDS]` compiles every
 mode's final config of a kernel and shape in one more process and times them side by side in
 rotated rounds (PyTorch's op among them); the table's ratios use those times where every row has
-one. `--reuse-quick JSON` takes quick's rows (wall, config) from an earlier run (needs --retime).
+one. `--reuse-quick JSON` takes quick's rows (wall, config) from an earlier run (needs --retime);
+`--reuse MODE=JSON` does the same for any mode (an uncapped `full`'s rows, say).
 `--deadline-s`: no process runs past it (a lane is killed there, keeping its finished rows; a
 lane starts no search with less than 30 s left; `--retime` keeps `--retime-reserve-s` for the
 re-timing). Writes `--out` after every row and prints the table last.
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import math
 import os
 import queue
@@ -367,13 +369,17 @@ def dry_child(job: dict[str, Any], env_extra: dict[str, str], timeout: float, on
     return None
 
 
-def reused(path: str | None) -> dict[tuple[str, tuple[int, ...]], dict[str, Any]]:
-    """(kernel, shape) -> a quick row measured earlier (--reuse-quick)."""
-    if not path:
-        return {}
-    rows = json.loads(Path(path).read_text())["rows"]
-    return {(r["kernel"], tuple(r["shape"])): {**r, "reused_from": path, "kernel_ms_then": r.get("kernel_ms")}
-            for r in rows if r.get("mode") == "quick" and "error" not in r}
+def reused(specs: list[tuple[str, str]]) -> dict[tuple[str, tuple[int, ...], str], dict[str, Any]]:
+    """(kernel, shape, mode) -> a row of that mode measured earlier, for each (mode, path) of
+    --reuse MODE=JSON (--reuse-quick JSON: quick's); a later spec of a mode wins."""
+    out: dict[tuple[str, tuple[int, ...], str], dict[str, Any]] = {}
+    for mode, path in specs:
+        raw = lzma.open(path, "rt").read() if path.endswith(".xz") else Path(path).read_text()  # results are kept .xz
+        rows = json.loads(raw)["rows"]
+        out.update({(r["kernel"], tuple(r["shape"]), mode): {**r, "reused_from": path,
+                                                             "kernel_ms_then": r.get("kernel_ms")}
+                    for r in rows if r.get("mode") == mode and "error" not in r})
+    return out
 
 
 def _ms(r: dict[str, Any] | None, retimed: bool) -> float | None:
@@ -446,7 +452,7 @@ def table(rows: list[dict[str, Any]], modes: list[str]) -> str:
     if accounts:
         notes += ["where each search's wall time went (helion_account.py):", *accounts]
     return "\n".join(lines + ["", "ratios use the side-by-side re-timing where every row has one; #i: the "
-                               "search's place in its process; * wall from an earlier run (--reuse-quick)", *notes])
+                               "search's place in its process; * wall from an earlier run (--reuse-quick, --reuse)", *notes])
 
 
 def main() -> int:
@@ -477,6 +483,9 @@ def main() -> int:
     ap.add_argument("--retime-reserve-s", type=float, default=60.0, help="seconds before the deadline kept for it")
     ap.add_argument("--reuse-quick", default=None, metavar="JSON",
                     help="take quick's rows (wall, config) from an earlier run of this script (needs --retime)")
+    ap.add_argument("--reuse", action="append", default=[], metavar="MODE=JSON",
+                    help="the same for any mode, e.g. full=benchmarks/results/session42/helion_full_h200.json.xz "
+                         "(repeatable; needs --retime)")
     ap.add_argument("--timeout-s", type=float, default=3600.0, help="per process")
     ap.add_argument("--deadline-s", type=float, default=0.0, help="no process runs past this many seconds")
     ap.add_argument("--probe-worker", action="store_true",
@@ -501,9 +510,15 @@ def main() -> int:
     bad = [k for k in names if k not in shapes] + [m for m in modes if m not in MODES]
     if bad:
         ap.error(f"unknown kernel or mode: {', '.join(bad)} (kernels {', '.join(shapes)}; modes {', '.join(MODES)})")
-    if a.reuse_quick and not a.retime:
-        ap.error("--reuse-quick needs --retime: a reused quick row's kernel time must be measured again beside the others")
-    earlier = reused(a.reuse_quick)
+    specs = [("quick", a.reuse_quick)] if a.reuse_quick else []
+    for spec in a.reuse:
+        mode, _, path = spec.partition("=")
+        if mode not in MODES or not path:
+            ap.error(f"--reuse takes MODE=JSON with a mode of {', '.join(MODES)} (got {spec!r})")
+        specs.append((mode, path))
+    if specs and not a.retime:
+        ap.error("--reuse-quick needs --retime: a reused row's kernel time must be measured again beside the others")
+    earlier = reused(specs)
     opts = {"full_budget_s": a.full_budget_s, "strategy": a.strategy,
             "evaluations": a.evaluations or (4 if a.cpu else 0)}
     try:
@@ -515,13 +530,13 @@ def main() -> int:
         ap.error(f"--pick names no shape: {', '.join(wrong)}")
     pairs = [(k, s) for k in names
              for s in ([shapes[k][picks[k]]] if k in picks else shapes[k][: 1 if a.smoke else a.shapes])]
-    items = {m: [p for p in pairs if not (m == "quick" and p in earlier)] for m in modes}
+    items = {m: [p for p in pairs if (*p, m) not in earlier] for m in modes}
     lanes = build_lanes(items, opts, a.gpus)
     child = dry_child if a.dry_run else run_child
     base_env = dict(CPU_ENV) if a.cpu else {}
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    rows: list[dict[str, Any]] = [dict(earlier[p]) for p in pairs if "quick" in modes and p in earlier]
+    rows: list[dict[str, Any]] = [dict(earlier[(*p, m)]) for m in modes for p in pairs if (*p, m) in earlier]
     meta: dict[str, Any] = {"lanes": [], "not_reached": []}
     lock = threading.Lock()
     t_start, wall_start = time.perf_counter(), time.time()
