@@ -256,6 +256,23 @@ def test_heuristics_can_be_promoted_and_uninstalled():
     assert search_algorithms[ath.NAME] is AbductuneSearch
 
 
+def test_the_promoted_seed_is_the_config_autotune_effort_none_runs():
+    """Not only recorded as Helion's default: the bound kernel with autotune_effort="none" runs
+    it (session 42 found no GPU row where ours had run, and checked that it does here)."""
+    try:
+        ath.install(promote=True)
+        args = (torch.randn(384, 256, dtype=torch.float16), torch.randn(256, 768, dtype=torch.float16))
+        bound = helion.kernel(static_shapes=True, autotune_effort="none")(helion_bench.matmul).bind(args)
+        promoted = bound.config_spec.compiler_default_config
+        theory = [f for f in ath.fired() if f["name"] == "abductune_theory" and f["status"] == "seed"][-1]
+        assert promoted is not None and repr(promoted) == theory["config"]
+        bound.ensure_config_exists(args)
+        assert bound._config == bound.config_spec.default_config()
+        assert all(bound._config.config[k] == v for k, v in promoted.config.items())
+    finally:
+        ath.install(promote=False)
+
+
 @pytest.mark.parametrize("promote,ours", [(True, False), ("always", True)])
 def test_promotion_keeps_helions_own_promoted_default_unless_always(monkeypatch, promote, ours):
     from helion._compiler.autotuner_heuristics.registry import AutotunerHeuristic
