@@ -225,6 +225,12 @@ def test_reuse_takes_any_modes_rows_and_retimes_them_beside_the_new(tmp_path):
     assert set(by) == {"full", "abductune"} and by["full"]["reused_from"] == str(earlier)
     assert by["full"]["wall_s"] == 513.0 and by["full"]["kernel_ms_then"] == 0.0085
     assert all(x.get("retimed_ms") for x in rows)
+    # the table's abductune / full columns: re-timed kernel, and wall
+    head = next(ln for ln in r.stdout.splitlines() if ln.startswith("kernel |"))
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("softmax |"))
+    assert head.endswith("abd/full ms | abd/full wall")
+    a, f = by["abductune"], by["full"]
+    assert line.endswith(f"{a['retimed_ms'] / f['retimed_ms']:.3f} | {a['wall_s'] / 513.0:.3f}")
     bad = _run(tmp_path, "--kernels", "softmax", "--retime", "3", "--reuse", "fastest=x.json")
     assert bad.returncode != 0 and "--reuse takes MODE=JSON" in bad.stderr
     bad = _run(tmp_path, "--kernels", "softmax", "--reuse", f"full={earlier}")

@@ -410,18 +410,22 @@ def table(rows: list[dict[str, Any]], modes: list[str]) -> str:
     def ratio(a: float | None, b: float | None) -> str:
         return f"{a / b:.3f}" if a and b else "-"
 
-    head = ["kernel", "shape", "torch ms", *modes, "abd/quick ms", "abd/quick wall", "abd/none ms"]
+    vs_full = "full" in modes  # the other comparison: abductune against an (uncapped) full
+    head = ["kernel", "shape", "torch ms", *modes, "abd/quick ms", "abd/quick wall", "abd/none ms",
+            *(["abd/full ms", "abd/full wall"] if vs_full else [])]
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     from abductune.integrations.helion_account import describe
 
     notes, accounts, walls = [], [], {"all": [], "later": []}
     for (kernel, shape), got in by.items():
-        a, q, n = got.get("abductune"), got.get("quick"), got.get("none")
-        rt = all(x is None or "error" in x or x.get("retimed_ms") is not None for x in (a, q, n))
+        a, q, n, f = got.get("abductune"), got.get("quick"), got.get("none"), got.get("full")
+        rt = all(x is None or "error" in x or x.get("retimed_ms") is not None for x in (a, q, n, f))
         torch_ms = next((f"{r['torch_ms']:.4f}" for r in got.values() if "torch_ms" in r), "-")
         lines.append(" | ".join([kernel, "x".join(map(str, shape)), torch_ms, *(cell(got.get(m)) for m in modes),
                                  ratio(_ms(a, rt), _ms(q, rt)),
-                                 ratio(a and a.get("wall_s"), q and q.get("wall_s")), ratio(_ms(a, rt), _ms(n, rt))]))
+                                 ratio(a and a.get("wall_s"), q and q.get("wall_s")), ratio(_ms(a, rt), _ms(n, rt)),
+                                 *([ratio(_ms(a, rt), _ms(f, rt)), ratio(a and a.get("wall_s"), f and f.get("wall_s"))]
+                                   if vs_full else [])]))
         if a and q and "error" not in a and "error" not in q:
             walls["all"].append(a["wall_s"] / q["wall_s"])
             if a.get("search_index", 0) > 0:
