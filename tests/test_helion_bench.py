@@ -216,7 +216,8 @@ def test_reuse_takes_any_modes_rows_and_retimes_them_beside_the_new(tmp_path):
     earlier = tmp_path / "full.json.xz"
     with lzma.open(earlier, "wt") as f:
         json.dump({"rows": [{"kernel": "softmax", "shape": [4096, 1024], "mode": "full", "wall_s": 513.0,
-                             "kernel_ms": 0.0085, "config": "helion.Config(num_warps=4)", "device": "dry-run"}]}, f)
+                             "kernel_ms": 0.0085, "config": "helion.Config(num_warps=4)", "device": "dry-run",
+                             "retimed_ms": 9.9, "retime_timer": "do_bench"}]}, f)
     r = _run(tmp_path, "--kernels", "softmax", "--shapes", "1", "--modes", "full,abductune", "--retime", "3",
              "--reuse", f"full={earlier}")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -225,6 +226,7 @@ def test_reuse_takes_any_modes_rows_and_retimes_them_beside_the_new(tmp_path):
     assert set(by) == {"full", "abductune"} and by["full"]["reused_from"] == str(earlier)
     assert by["full"]["wall_s"] == 513.0 and by["full"]["kernel_ms_then"] == 0.0085
     assert all(x.get("retimed_ms") for x in rows)
+    assert by["full"]["retimed_ms"] != 9.9  # the old re-timing is not mixed with this run's
     # the table's abductune / full columns: re-timed kernel, and wall
     head = next(ln for ln in r.stdout.splitlines() if ln.startswith("kernel |"))
     line = next(ln for ln in r.stdout.splitlines() if ln.startswith("softmax |"))
@@ -234,4 +236,4 @@ def test_reuse_takes_any_modes_rows_and_retimes_them_beside_the_new(tmp_path):
     bad = _run(tmp_path, "--kernels", "softmax", "--retime", "3", "--reuse", "fastest=x.json")
     assert bad.returncode != 0 and "--reuse takes MODE=JSON" in bad.stderr
     bad = _run(tmp_path, "--kernels", "softmax", "--reuse", f"full={earlier}")
-    assert bad.returncode != 0 and "needs --retime" in bad.stderr
+    assert bad.returncode != 0 and "--reuse needs --retime" in bad.stderr

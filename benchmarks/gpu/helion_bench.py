@@ -376,8 +376,9 @@ def reused(specs: list[tuple[str, str]]) -> dict[tuple[str, tuple[int, ...], str
     for mode, path in specs:
         raw = lzma.open(path, "rt").read() if path.endswith(".xz") else Path(path).read_text()  # results are kept .xz
         rows = json.loads(raw)["rows"]
-        out.update({(r["kernel"], tuple(r["shape"]), mode): {**r, "reused_from": path,
-                                                             "kernel_ms_then": r.get("kernel_ms")}
+        # its old re-timing is dropped: only times taken side by side in this run are compared
+        out.update({(r["kernel"], tuple(r["shape"]), mode): {**{k: v for k, v in r.items() if not k.startswith("retime")},
+                                                             "reused_from": path, "kernel_ms_then": r.get("kernel_ms")}
                     for r in rows if r.get("mode") == mode and "error" not in r})
     return out
 
@@ -521,7 +522,8 @@ def main() -> int:
             ap.error(f"--reuse takes MODE=JSON with a mode of {', '.join(MODES)} (got {spec!r})")
         specs.append((mode, path))
     if specs and not a.retime:
-        ap.error("--reuse-quick needs --retime: a reused row's kernel time must be measured again beside the others")
+        ap.error(f"{'--reuse-quick' if a.reuse_quick else '--reuse'} needs --retime: a reused row's kernel time must "
+                 "be measured again beside the others")
     earlier = reused(specs)
     opts = {"full_budget_s": a.full_budget_s, "strategy": a.strategy,
             "evaluations": a.evaluations or (4 if a.cpu else 0)}
