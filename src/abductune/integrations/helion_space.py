@@ -471,11 +471,9 @@ def coupled_moves(hmap: HelionMap, problem: Problem, anchor: Mapping[str, Any],
             cfg = _scaled(space, problem, anchor, tiles, roles, d, per_thread, warps)
             if cfg is None:
                 continue
-            fitted, _ = fit(problem, space, cfg)
-            stages = space.by_role("stages")
-            kept = [n for n in space.names if stages is None or n != stages.name]
-            if fitted is None or any(fitted[n] != cfg[n] for n in kept):
-                continue  # only fewer stages may make it fit: the coupled move itself stays
+            fitted = _fitted_by_stages(problem, space, cfg)
+            if fitted is None:
+                continue
             if d > 0 and _underfills(problem, space, fitted):
                 continue
             out.append((f"{'up' if d > 0 else 'down'}:{'+'.join(roles)}", fitted))
@@ -512,10 +510,8 @@ def trade_moves(hmap: HelionMap, problem: Problem, anchor: Mapping[str, Any],
             cfg[name] = v
         if not moved or not space.is_valid(cfg) or _leaves_warpgroup_mma(problem, anchor, cfg, m[0], space):
             continue
-        fitted, _ = fit(problem, space, cfg)
-        stages = space.by_role("stages")
-        kept = [x for x in space.names if stages is None or x != stages.name]
-        if fitted is None or any(fitted[x] != cfg[x] for x in kept):
+        fitted = _fitted_by_stages(problem, space, cfg)
+        if fitted is None:
             continue
         if _underfills(problem, space, fitted) and not _underfills(problem, space, anchor):
             continue  # a trade that leaves SMs idle where the anchor filled them
@@ -523,10 +519,19 @@ def trade_moves(hmap: HelionMap, problem: Problem, anchor: Mapping[str, Any],
     return out
 
 
+def _fitted_by_stages(problem: Problem, space: Space, cfg: Config) -> Config | None:
+    """`cfg` as the resource model accepts it (`resources.fit`) where only fewer stages make it
+    fit, else None: a coupled move or a trade itself stays as it is or is not made."""
+    fitted, _ = fit(problem, space, cfg)
+    stages = space.by_role("stages")
+    kept = [n for n in space.names if stages is None or n != stages.name]
+    return None if fitted is None or any(fitted[n] != cfg[n] for n in kept) else fitted
+
+
 def _leaves_warpgroup_mma(problem: Problem, anchor: Mapping[str, Any], cfg: Mapping[str, Any], m_name: str,
                           space: Space) -> bool:
     """Whether `cfg` takes an MMA-class kernel off the warpgroup MMA the anchor is on (an M tile
-    below a warpgroup's rows: Triton falls back to mma.sync), as `_scaled` never does either."""
+    below a warpgroup's rows, or warps not in whole warpgroups: Triton falls back to mma.sync)."""
     wg = problem.hardware.warpgroup_mma if problem.hardware is not None else None
     warps = space.by_role("warps")
     if wg is None or warps is None or problem.kernel_class not in MMA_CLASSES:
@@ -569,8 +574,7 @@ def _scaled(space: Space, problem: Problem, anchor: Mapping[str, Any], tiles: Ma
     if wg is not None and m is not None and problem.kernel_class in MMA_CLASSES:
         if int(cfg[m[0]]) >= wg[1] and w % wg[0]:
             w = next((v for v in sorted(warps.values) if v >= w and v % wg[0] == 0), w)
-        on = int(anchor[m[0]]) >= wg[1] and int(anchor[warps.name]) % wg[0] == 0
-        if on and (int(cfg[m[0]]) < wg[1] or w % wg[0]):
+        if _leaves_warpgroup_mma(problem, anchor, {**cfg, warps.name: w}, m[0], space):
             return None
     cfg[warps.name] = w
     return cfg if cfg != dict(anchor) and space.is_valid(cfg) else None
