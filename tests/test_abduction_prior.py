@@ -129,6 +129,27 @@ def test_ranker_prior_never_raises_and_passes_the_holdout(monkeypatch):
     assert seeds_mod.ranker_prior(ds.problem, ds.space()) == []
 
 
+def test_ranker_prior_keeps_the_ranked_order_when_the_grid_check_fails(monkeypatch):
+    """The fill check only reorders the ranker's head: where it cannot read the grid, the prior
+    is the ranker's order (as `predict` serves it), not nothing."""
+    ds = joint_dataset(4)
+
+    class Ranked:
+        configs = _ranked(ds)
+
+    from abductune.heuristics import fill, ranker_shipped
+
+    monkeypatch.setattr(ranker_shipped, "rank", lambda *a, **k: Ranked())
+
+    def unreadable(*a, **k):
+        raise KeyError("grid")
+
+    monkeypatch.setattr(fill, "filling_first", unreadable)
+    assert seeds_mod.ranker_prior(ds.problem, ds.space()) == _ranked(ds)[:seeds_mod.PRIOR_LEN]
+    order, note = fill.filling_first_or_order(ds.problem, ds.space(), _ranked(ds))
+    assert order == _ranked(ds) and note == ()
+
+
 def test_replay_gives_the_prior_refitted_without_the_kernel(monkeypatch):
     from abductune.cli import replay as replay_cli
 

@@ -1,6 +1,7 @@
 """Whether a ranked answer leaves most of the GPU idle: the first config that fills the SMs, put first."""
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 from ..problem import Problem
@@ -14,6 +15,8 @@ UNDERFILL = 0.5
 # token, 0.01 us of bytes at the H100's bandwidth) runs in 5.3 us at its best. Below this much
 # roofline time, the SMs a grid leaves idle are not what sets the time
 LAUNCH_FLOOR_S = 5e-6
+
+log = logging.getLogger("abductune.fill")
 
 
 def filling_first(problem: Problem, space: Space, configs: Sequence[Config]) -> tuple[list[Config], tuple[str, ...]]:
@@ -41,3 +44,16 @@ def filling_first(problem: Problem, space: Space, configs: Sequence[Config]) -> 
     return [fill, *(c for c in configs if c is not fill)], (
         f"the ranker's first pick launches {first} programs on {sms} SMs; served its first that fills the GPU "
         f"({n} programs, rank {i + 1})",)
+
+
+def filling_first_or_order(problem: Problem, space: Space,
+                           configs: Sequence[Config]) -> tuple[list[Config], tuple[str, ...]]:
+    """`filling_first`, or where the grid cannot be read for this problem (a diagnosis bug, a
+    space whose tiles do not map to the problem's dims), `configs` in their order: the check
+    only reorders a ranked answer, so its failure must not lose the answer (`predict` and the
+    search's prior both keep the ranker's order then)."""
+    try:
+        return filling_first(problem, space, configs)
+    except Exception as e:  # noqa: BLE001 - a guard that cannot read the grid leaves the order
+        log.warning("grid check of %s's ranked answer failed: %s: %s", problem.kernel, type(e).__name__, e)
+        return list(configs), ()

@@ -217,9 +217,9 @@ def ranker_prior(problem: Problem, space: Space, *, exclude: Exclude = None,
         # the first that fills them (`fill.filling_first`; the w4a16 matmul at 64 x 4,096 x
         # 14,336, held out: 1.322 -> 1.012 at 8 evaluations, no other shape of the zoo moved
         # beyond 0.1%, session 41)
-        from .fill import filling_first
+        from .fill import filling_first_or_order
         on = problem if hardware is None else dataclasses.replace(problem, hardware=hardware)
-        return [_jsonable(c) for c in filling_first(on, space, got)[0][:PRIOR_LEN]]
+        return [_jsonable(c) for c in filling_first_or_order(on, space, got)[0][:PRIOR_LEN]]
     except AbductuneError as e:
         log.debug("no ranker prior for %s: %s", problem.kernel, e)
     except Exception as e:  # noqa: BLE001 - a prior must never stop a tune

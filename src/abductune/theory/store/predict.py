@@ -233,13 +233,9 @@ def _ranked(problem: Problem, space: Space, exclude: Any, cls: str, *, said: tup
         log.info("no ranker prediction for %s: no kernel of its family left to learn from (%s)", problem.kernel,
                  POOLED_NOT_SERVED)
         return []
-    from ...heuristics.fill import filling_first
+    from ...heuristics.fill import filling_first_or_order
 
-    try:
-        order, note = filling_first(problem, space, got.configs)
-    except Exception as e:  # noqa: BLE001 - a guard that cannot read the grid leaves the ranker's order
-        log.warning("grid check of %s's ranked answer failed: %s: %s", problem.kernel, type(e).__name__, e)
-        order, note = list(got.configs), ()
+    order, note = filling_first_or_order(problem, space, got.configs)
     return [RankedPrediction(dict(c), None, "-", 0.0, False, (*said, *(note if c is order[0] else ())),
                              source="ranker", why=got.why(got.configs.index(c)))  # type: ignore[arg-type]
             for c in order[:FALLBACK_SEEDS]]
