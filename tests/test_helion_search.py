@@ -403,3 +403,47 @@ def test_each_search_phase_runs_under_the_ptxas_watch(monkeypatch):
     s = AbductuneSearch(bound, args, benchmark_provider_cls=_provider(Model(timed)), max_evaluations=12)
     s.autotune(skip_cache=True)
     assert sum(d == 1 for d in seen) >= 8 and all(d == 1 for d in seen[1:]), seen  # the search, inside a watch
+
+
+# ----------------------------------------------------------------------------- timing as CUDA graphs
+
+def test_graph_timing_is_on_for_the_search_unless_the_user_chose(monkeypatch):
+    """Helion's worker times one Python call per sample, which a kernel of a few microseconds
+    cannot outlast: the search switches Helion's CUDA-graph timing on for its own duration (the
+    worker it spawns or keeps takes the switch), and leaves a value the user set alone."""
+    monkeypatch.delenv(HM.GRAPH_TIMING_ENV, raising=False)
+    env: dict = {}
+    with HM.graph_timing(env) as on:
+        assert on and env == {HM.GRAPH_TIMING_ENV: "1"}
+    assert env == {}
+    with pytest.raises(RuntimeError), HM.graph_timing(env):
+        raise RuntimeError("a search that fails still puts the switch back")
+    assert env == {}
+    for users, expect in (("0", False), ("1", True)):
+        env = {HM.GRAPH_TIMING_ENV: users}
+        with HM.graph_timing(env) as on:
+            assert on is expect and env == {HM.GRAPH_TIMING_ENV: users}
+        assert env == {HM.GRAPH_TIMING_ENV: users}
+
+    from abductune.integrations import helion_worker as HW
+
+    assert HM.GRAPH_TIMING_ENV in HW.SYNCED_ENV  # a kept worker is given the switch with the cache directories
+
+    import os
+
+    seen = []
+    bound, args = _kernel("mm")
+
+    def true(c):
+        seen.append(os.environ.get(HM.GRAPH_TIMING_ENV))
+        return 1.0 + _tiles(c)
+
+    s = AbductuneSearch(bound, args, benchmark_provider_cls=_provider(Model(true)), max_evaluations=6)
+    s.autotune(skip_cache=True)
+    assert seen and set(seen) == {"1"} and s.report["graph_timing"] is True
+    assert HM.GRAPH_TIMING_ENV not in os.environ
+    monkeypatch.setenv(HM.GRAPH_TIMING_ENV, "0")
+    seen.clear()
+    s = AbductuneSearch(bound, args, benchmark_provider_cls=_provider(Model(true)), max_evaluations=6)
+    s.autotune(skip_cache=True)
+    assert set(seen) == {"0"} and s.report["graph_timing"] is False

@@ -36,6 +36,9 @@ from .helion_space import HelionMap
 from .helion_worker import KEEPER, spawn_worker, usable
 
 RUNOFF_TARGET_MS = 100.0  # per contender, the run-off that closes each phase
+# Helion's switch for timing each config as a replayed CUDA graph (its `do_bench` in the
+# benchmark worker, its interleaved run-offs in this process; off by default in Helion)
+GRAPH_TIMING_ENV = "HELION_BENCHMARK_CUDAGRAPH"
 _STATUS = {"timeout": "timeout", "accuracy_error": "wrong_result", "filtered": "pruned",
            "source_rejected": "pruned"}
 
@@ -176,6 +179,32 @@ def timed_benchmarks(provider: Any, timing: Timing) -> Iterator[None]:
 
 
 # ----------------------------------------------------------------------------- Helion's benchmark worker
+
+@contextlib.contextmanager
+def graph_timing(env: Any = None) -> Iterator[bool]:
+    """While abductune's search runs, Helion times each config as a replayed CUDA graph
+    (`GRAPH_TIMING_ENV` set to 1 in this process, which the benchmark worker spawned or kept
+    for the search takes: `helion_worker.SYNCED_ENV`), unless the user set the variable, whose
+    choice stands. Yields whether it is on.
+
+    Why: Helion's worker times a config one Python call at a time, and a call of a Helion
+    kernel costs the host 10-20 us, so kernels of a few microseconds all read as the call
+    (session 43, H200: configs that replay in 4-7 us read 10-26 us in the search, and the
+    search's matmul 1024^3 winner was 1.18x `full`'s once both were replayed side by side).
+    With the switch on, Helion replays the call as a graph and, under 64 us, times a batch of
+    calls against the same batch of cache flushes, which takes the launch out."""
+    import os
+
+    env = os.environ if env is None else env
+    if GRAPH_TIMING_ENV in env:
+        yield env[GRAPH_TIMING_ENV] not in ("", "0", "false", "False")
+        return
+    env[GRAPH_TIMING_ENV] = "1"
+    try:
+        yield True
+    finally:
+        env.pop(GRAPH_TIMING_ENV, None)
+
 
 def start_worker(search: Any) -> tuple[Any, bool]:
     """(worker, reused): the benchmark worker kept from an earlier search in this process

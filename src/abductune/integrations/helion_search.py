@@ -29,6 +29,9 @@ What `_autotune` does (each phase one Session, its rows in abductune's store):
    the pinned ones re-timed side by side, interleaved; a pinned config (Helion's default)
    wins a tie, so the result is never slower than the default beyond that run-off's noise.
 
+Each config is timed by Helion as a replayed CUDA graph (Helion's `HELION_BENCHMARK_CUDAGRAPH`,
+switched on for the search unless the user set it: `helion_measure.graph_timing`), as Helion's
+per-call timing cannot see a kernel of a few microseconds behind its launch.
 Evaluations count configs Helion compiled and timed: a config Helion normalises onto one
 measured, or whose generated source is identical to one measured, is answered free, and what
 it did not cost goes to the later phases. How the search measures, and where its time goes,
@@ -54,7 +57,7 @@ from ..measure.ptxas_watch import watching
 from ..session import Session
 from ..store import Store
 from .helion_kernel import facts_of
-from .helion_measure import HelionEvaluator, Shared, adopt_worker, return_worker, start_worker
+from .helion_measure import HelionEvaluator, Shared, adopt_worker, graph_timing, return_worker, start_worker
 from .helion_space import (SWEEP_MAX_VALUES, HelionError, HelionMap, coupled_moves, read_slots, sweep_hints,
                            trade_moves)
 from .helion_worker import KEEPER
@@ -214,6 +217,13 @@ class AbductuneSearch(PopulationBasedSearch):
         return seeds[:n_user + SEED_LIMIT]
 
     # -- Helion's machinery, sized for this search
+    def autotune(self, *, skip_cache: bool = False) -> Any:
+        # configs timed as replayed CUDA graphs (`graph_timing`), switched on before Helion's
+        # preparation, where the benchmark worker is spawned
+        with graph_timing() as on:
+            self._graph_timing = on
+            return super().autotune(skip_cache=skip_cache)
+
     def _prepare(self) -> None:
         """Helion's preparation (its provider computes the accuracy baseline), with Helion's
         benchmark worker taken from an earlier search, or spawned first so its start-up runs
@@ -264,6 +274,7 @@ class AbductuneSearch(PopulationBasedSearch):
         seeds = self._seeds(hmap, problem)
         run = _Phases(self, hmap, problem, Shared(), store, toolchain(), t_start)
         self.report = {"problem": problem.to_dict(), "roles": dict(hmap.roles),
+                       "graph_timing": bool(getattr(self, "_graph_timing", False)),
                        "seeds": [{"source": s.source, "config": hmap.to_flat(s.config)} for s in seeds],
                        "pinned": self._pin(hmap, seeds), "phases": run.phases}
         timeout = self.settings.autotune_compile_timeout  # `tighten_compile_timeout` lowers it

@@ -52,7 +52,8 @@ IDLE_ENV = "ABDUCTUNE_HELION_WORKER_IDLE_S"
 DEFAULT_IDLE_S = 300.0
 FORGET_TIMEOUT_S = 30.0
 # the variables Helion sets in this process for one search and its worker must see (module docstring)
-SYNCED_ENV = ("TRITON_CACHE_DIR", "CUTE_DSL_CACHE_DIR")
+# (and whether it times configs as CUDA graphs: `helion_measure.graph_timing`)
+SYNCED_ENV = ("TRITON_CACHE_DIR", "CUTE_DSL_CACHE_DIR", "HELION_BENCHMARK_CUDAGRAPH")
 # run in the worker by `exec` (a builtin, so the job pickles without any module of abductune's)
 _SET_ENV = ("import os\n"
             "for k, v in values.items():\n"
