@@ -447,3 +447,29 @@ def test_graph_timing_is_on_for_the_search_unless_the_user_chose(monkeypatch):
     s = AbductuneSearch(bound, args, benchmark_provider_cls=_provider(Model(true)), max_evaluations=6)
     s.autotune(skip_cache=True)
     assert set(seen) == {"0"} and s.report["graph_timing"] is False
+
+
+def test_a_failed_config_says_why_in_the_phase_report():
+    """A config with no time keeps Helion's status in the report (a wrong result, a timeout, an
+    error): the GPU runs' failures were otherwise unexplained (session 43)."""
+    import math
+
+    bound, args = _kernel("mm")
+    model = Model(lambda c: 1.0 + _tiles(c))
+
+    class Failing(_provider(model)):
+        def benchmark(self, configs, *, desc="Benchmarking", raise_if_no_viable_config=True):
+            model.seen += list(configs)
+            out = []
+            for c in configs:
+                bad = c.config.get("num_warps", 4) >= 8
+                out.append(BenchmarkResult(config=c, fn=_Fn(model.true(c)), perf=math.inf if bad else model.true(c),
+                                           status="accuracy_error" if bad else "ok", compile_time=0.01))
+            return out
+
+    s = AbductuneSearch(bound, args, benchmark_provider_cls=Failing, max_evaluations=16)
+    s.autotune(skip_cache=True)
+    rows = [m for p in s.report["phases"] for m in p["measured"]]
+    failed = [m for m in rows if m["ms"] is None]
+    assert failed and all(m["status"] == "accuracy_error" for m in failed)
+    assert all("status" not in m for m in rows if m["ms"] is not None)

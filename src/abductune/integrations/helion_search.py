@@ -395,8 +395,9 @@ class _Phases:
 
     def measured_since(self, known: int, anchor: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The configs Helion measured after the first `known` members, in order: each one's
-        time (ms, its newest reading) and the Helion fields where it differs from `anchor`
-        (the phase's starting incumbent; the fields' defaults where there was none)."""
+        time (ms, its newest reading; None with Helion's `status` where it has none) and the
+        Helion fields where it differs from `anchor` (the phase's starting incumbent; the
+        fields' defaults where there was none)."""
         try:
             base = self.search.config_gen.unflatten(self.hmap.to_flat(anchor or self.hmap.full.default())).config
         except Exception:  # noqa: BLE001 - a report line must never stop a search
@@ -407,8 +408,12 @@ class _Phases:
                 continue
             seen.add(id(m))
             cfg = dict(getattr(m.config, "config", {}) or {})
-            out.append({"ms": round(float(m.perf), 6) if math.isfinite(m.perf) else None,
-                        "changed": {k: v for k, v in cfg.items() if base.get(k) != v}})
+            ok = math.isfinite(m.perf)
+            row = {"ms": round(float(m.perf), 6) if ok else None,
+                   "changed": {k: v for k, v in cfg.items() if base.get(k) != v}}
+            if not ok:  # why it has no time (Helion's status: a timeout, an accuracy failure, an error, ...)
+                row["status"] = str(getattr(m, "status", "unknown"))
+            out.append(row)
         return out
 
     def fixed(self, name: str, configs: Sequence[Mapping[str, Any]], seeds: Sequence[Seed] = (),
