@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -193,8 +194,6 @@ def graph_timing(env: Any = None) -> Iterator[bool]:
     search's matmul 1024^3 winner was 1.18x `full`'s once both were replayed side by side).
     With the switch on, Helion replays the call as a graph and, under 64 us, times a batch of
     calls against the same batch of cache flushes, which takes the launch out."""
-    import os
-
     env = os.environ if env is None else env
     if GRAPH_TIMING_ENV in env:
         yield env[GRAPH_TIMING_ENV] not in ("", "0", "false", "False")

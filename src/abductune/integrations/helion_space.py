@@ -503,9 +503,9 @@ def trade_moves(hmap: HelionMap, problem: Problem, anchor: Mapping[str, Any],
         cfg = dict(anchor)
         moved = True
         for (name, dim, _), step in ((m, d), (n, -d)):
-            v = space[name].step(cfg[name], step)
-            if v is None or (step > 0 and int(cfg[name]) >= next_pow2(dim)):
-                moved = False  # at its end, or already covering its dim
+            v = _tile_step(space, cfg, name, dim, step)
+            if v is None:
+                moved = False
                 break
             cfg[name] = v
         if not moved or not space.is_valid(cfg) or _leaves_warpgroup_mma(problem, anchor, cfg, m[0], space):
@@ -517,6 +517,13 @@ def trade_moves(hmap: HelionMap, problem: Problem, anchor: Mapping[str, Any],
             continue  # a trade that leaves SMs idle where the anchor filled them
         out.append((f"trade:tile:M{'+' if d > 0 else '-'}tile:N{'-' if d > 0 else '+'}", fitted))
     return out
+
+
+def _tile_step(space: Space, cfg: Mapping[str, Any], name: str, dim: int, step: int) -> Any:
+    """The tile `name` one step of `step` from its value in `cfg`, or None where it is at its
+    end, or a step up where it already covers its dim (`dim`, to the next power of two)."""
+    v = space[name].step(cfg[name], step)
+    return None if v is None or (step > 0 and int(cfg[name]) >= next_pow2(dim)) else v
 
 
 def _fitted_by_stages(problem: Problem, space: Space, cfg: Config) -> Config | None:
@@ -557,9 +564,9 @@ def _scaled(space: Space, problem: Problem, anchor: Mapping[str, Any], tiles: Ma
     moved = False
     for role in roles:
         name, dim, _ = tiles[role]
-        v = space[name].step(cfg[name], d)
-        if v is None or (d > 0 and int(cfg[name]) >= next_pow2(dim)):
-            continue  # at its end, or already covering its dim: it stays
+        v = _tile_step(space, cfg, name, dim, d)
+        if v is None:
+            continue  # it stays
         cfg[name], moved = v, True
     if not moved:
         return None
