@@ -96,6 +96,38 @@ def test_moves_the_model_cannot_rank_go_coarse_first():
     assert first["BLOCK"] >= 128
 
 
+def test_a_coarse_probe_that_only_failed_hands_its_place_to_the_step_short_of_it():
+    """Pattern search halves its step where the coarse poll fails. Four stages failed to run
+    at another block (the only measurement with that value): at the new incumbent one stage up
+    ranks with the coarse probes, ahead of the other fine steps. A value that also ran once, or
+    a probe that ran slow, leaves the order as it was."""
+    inc = {"BLOCK": 128, "GROUP": 4, "layout": "row", "num_stages": 2}
+    up = SPACE.key({**inc, "num_stages": 3})
+
+    def order(times):
+        eng = _engine({SPACE.key(inc): 1.0, **times})
+        return [SPACE.key(t.config) for t in eng._local(inc)], eng
+
+    keys, eng = order({_key(64, 4, "row", 4): None})
+    assert eng._halved(inc) == frozenset({up})
+    coarse = [k for k in keys[:6] if k != up]
+    assert up in keys[:5], "the step short of a failed value ranks with the coarse probes"
+    assert len(coarse) >= 4
+    # the failed value is no place of a fine step where it also ran somewhere
+    keys, eng = order({_key(64, 4, "row", 4): None, _key(64, 8, "row", 4): 1.5})
+    assert eng._halved(inc) == frozenset() and keys.index(up) > 5
+    # nor where the probe ran and was only slow
+    _, eng = order({_key(64, 4, "row", 4): 1.5})
+    assert eng._halved(inc) == frozenset()
+    # a pruned config (the resource model's) is no evidence either way
+    from abductune.measurement import Measurement
+    eng = _engine({SPACE.key(inc): 1.0})
+    m = Measurement(SPACE.from_key(_key(64, 4, "row", 4)), "pruned", error="resource model")
+    eng.ctx._memo[_key(64, 4, "row", 4)] = m
+    eng._note([m])
+    assert eng._halved(inc) == frozenset()
+
+
 def test_a_parameter_that_made_no_difference_is_inert_and_its_moves_come_last():
     eng = _engine({_key(128, 4, "row", 1): 1.000, _key(128, 4, "row", 2): 1.003,  # stages: within noise
                    _key(256, 4, "row", 1): 1.300})  # BLOCK: a real difference

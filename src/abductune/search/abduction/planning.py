@@ -317,9 +317,36 @@ class BatchPlanner:
         theories read a roofline; with every theory's moves so placed, abduction fell behind
         seeded random where every theory points the wrong way (`tests/test_abduction_trust.py`,
         the bundled matmul under its own name with its times inverted: 2.52 against random's
-        2.34 times the optimum at 16 evaluations; 2.12 with this theory's alone)."""
+        2.34 times the optimum at 16 evaluations; 2.12 with this theory's alone). And the steps
+        short of a coarse probe's value that only ever failed here (`_halved`)."""
         got = self._named_at
-        return got[1] if got is not None and got[0] == self.space.key(inc) else frozenset()
+        named = got[1] if got is not None and got[0] == self.space.key(inc) else frozenset()
+        return named | self._halved(inc)
+
+    def _halved(self, inc: Config) -> frozenset[tuple]:
+        """Keys of the one-value steps from `inc` whose coarse probe's value failed wherever this
+        run measured it (every config with it failed to compile, launch or check; none ran):
+        pattern search halves its step where the coarse poll fails, and a failure says nothing
+        of how the value one step short would run. Without this, a failed probe of two more
+        stages booked that value as slow, the step of one stage ranked with the fine steps, and
+        a small budget never reached it (Helion's attention at 24 evaluations, session 44)."""
+        failed: dict[str, set] = {}
+        ran: dict[str, set] = {}
+        for m in self.measured:
+            if m.status == "pruned":
+                continue
+            for p in self.space.params:
+                (ran if m.ok else failed).setdefault(p.name, set()).add(m.config[p.name])
+        out = set()
+        for p in self.space.params:
+            bad = failed.get(p.name, set()) - ran.get(p.name, set())
+            if not p.ordered or not bad:
+                continue
+            for s in (1, -1):
+                far, near = p.step(inc[p.name], COARSE_STEP * s), p.step(inc[p.name], s)
+                if far is not None and far in bad and near is not None and near not in bad:
+                    out.add(self.space.key({**inc, p.name: near}))
+        return frozenset(out)
 
     def _local(self, inc: Config) -> list[_Test]:
         """Multi-parameter moves around the incumbent, ranked by the additive model's predicted
