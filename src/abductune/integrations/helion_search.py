@@ -26,8 +26,9 @@ What `_autotune` does (each phase one Session, its rows in abductune's store):
 6. what budget is left searches the remaining units (and the roles again around the new
    incumbent);
 7. Helion's final verification (`final_rebenchmark_best`): the best few measured configs and
-   the pinned ones re-timed side by side, interleaved; a pinned config (Helion's default)
-   wins a tie, so the result is never slower than the default beyond that run-off's noise.
+   the pinned ones re-timed, each alone in Helion's benchmark worker (`rebenchmark`: interleaved,
+   a config that keeps its inputs in L2 speeds up its rivals too); a pinned config (Helion's
+   default) wins a tie, so the result is never slower than the default beyond that noise.
 
 Each config is timed by Helion as a replayed CUDA graph (Helion's `HELION_BENCHMARK_CUDAGRAPH`,
 switched on for the search unless the user set it: `helion_measure.graph_timing`), as Helion's
@@ -42,6 +43,7 @@ kept for the next one in this process (`helion_worker.py`).
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import os
@@ -85,6 +87,9 @@ FINAL_TOP_K = 5
 COMPILE_TIMEOUT_FACTOR = 5.0
 COMPILE_TIMEOUT_FLOOR_S = 10.0
 FINAL_TARGET_MS = 200.0
+# Helion's switch for timing the finalists each alone (its default only on CuTe); where the user
+# set it, Helion's handling stands (`AbductuneSearch.rebenchmark`)
+FINAL_ISOLATED_ENV = "HELION_AUTOTUNE_FINAL_REBENCHMARK_ISOLATED"
 
 
 # ----------------------------------------------------------------------------- the map of a kernel
@@ -249,6 +254,29 @@ class AbductuneSearch(PopulationBasedSearch):
             return super()._final_rebenchmark_target_ms()
         return FINAL_TARGET_MS
 
+    def rebenchmark(self, members: list[Any], **kw: Any) -> None:
+        """Helion's re-timing; inside the final verification, where a finalist sets an eviction
+        policy on its loads, each finalist timed alone in the benchmark worker (one steady
+        window each, no interleaving, no fresh process), unless the user set FINAL_ISOLATED_ENV.
+        Otherwise interleaved, as Helion does: paired timing ranks near-tied finalists better
+        than windows one after another (Helion measured those 1-3% apart on one config).
+
+        Why: on Triton Helion's final verification times its finalists interleaved, and a config
+        whose loads evict last keeps its inputs in L2 for every rival timed after it, so the
+        config that causes the speed-up cannot out-measure the others (Helion's own comment on
+        the CuTe default, which times each alone in a fresh worker process: seconds each).
+        Session 44, H200: the sweep's eviction-policy winners (softmax 5.06 against 5.88 us,
+        layer norm 4.64 against 5.55 us in the search) were dropped by the interleaved final,
+        and those searches ended 1.023 and 1.038 of Helion `quick`'s kernel."""
+        if getattr(self, "_final_alone", False) and os.getenv(FINAL_ISOLATED_ENV) is None and _evicting(members):
+            alone = {"use_isolated": True, "use_interleaved": False, "candidate_private_args": False,
+                     "confirm_suspicious": False}
+            params = inspect.signature(super().rebenchmark).parameters  # a Helion lacking one keeps its default
+            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+                alone = {k: v for k, v in alone.items() if k in params}
+            kw.update(alone)
+        super().rebenchmark(members, **kw)
+
     def _pin(self, hmap: HelionMap, seeds: Sequence[Seed]) -> list[str]:
         """Pin the user's seeds and Helion's default into the final verification."""
         pinned = []
@@ -336,11 +364,24 @@ class AbductuneSearch(PopulationBasedSearch):
         if pick is not None:
             from helion import exc
 
+            self._final_alone = True  # `rebenchmark`: the finalists each timed alone
             try:
                 chosen = pick(member)
             except exc.NoConfigFound:
                 chosen = member
+            finally:
+                self._final_alone = False
         return chosen, time.perf_counter() - t0
+
+
+def _evicting(members: Sequence[Any]) -> bool:
+    """Whether a member's config sets an eviction policy on a load (any value but Helion's
+    default, the empty string)."""
+    for m in members:
+        cfg = getattr(getattr(m, "config", None), "config", None) or {}
+        if any(v for v in cfg.get("load_eviction_policies") or ()):
+            return True
+    return False
 
 
 def compile_timeout(current: float, seed_compile_s: Sequence[float]) -> int:
