@@ -519,3 +519,20 @@ def test_a_failed_config_says_why_in_the_phase_report():
     failed = [m for m in rows if m["ms"] is None]
     assert failed and all(m["status"] == "accuracy_error" for m in failed)
     assert all("status" not in m for m in rows if m["ms"] is not None)
+
+
+def test_a_searched_phase_says_what_it_tested_and_why():
+    """A strategy's phase lists its tests in order, each with the theory or kind of move that
+    proposed it and the units it changed from the phase's starting incumbent: a GPU run's
+    phase that measured four configs in one batch could not say why those four (session 44)."""
+    bound, args = _kernel("mm")
+    s = AbductuneSearch(bound, args, benchmark_provider_cls=_provider(Model(lambda c: 1.0 + _tiles(c))),
+                        max_evaluations=20)
+    s.autotune(skip_cache=True)
+    gen, hmap = _hmap(bound, args, "mm")
+    names = set(hmap.full.names)
+    searched = [p for p in s.report["phases"] if p["phase"] == "roles"]
+    assert searched and searched[0]["tests"]
+    for why, changed in searched[0]["tests"]:
+        assert isinstance(why, str) and why and changed and set(changed) <= names
+    assert all("tests" not in p for p in s.report["phases"] if p["phase"] in ("seeds", "coupled", "sweep"))

@@ -430,9 +430,28 @@ class _Phases:
                             "winner_ms": w.time_ms if w is not None and w.ok else None, "seconds": res.seconds,
                             "wall_s": round(res.wall_s, 4), "timing": self.shared.timing.since(before),
                             "measured": self.measured_since(known, start)})
+        tests = self.tests_of(res.events, ev, start)
+        if tests:
+            self.phases[-1]["tests"] = tests
         if w is not None and w.ok:  # the Session judged its winner against the anchor in a run-off
             self.best, self.anchor = w, ev.to_full(w.config)
         return res
+
+    @staticmethod
+    def tests_of(events: Sequence[Mapping[str, Any]], ev: HelionEvaluator, anchor: Mapping[str, Any]) -> list[list[Any]]:
+        """The strategy's tests in order, each [why it was proposed (the theory, or the kind of
+        move), the units where it differs from `anchor`]: what a phase chose to measure and why,
+        which `measured` (Helion's side, after normalising) cannot say."""
+        out = []
+        for e in events:
+            if e.get("event") != "test" or "kind" in e or not isinstance(e.get("config"), Mapping):
+                continue
+            try:
+                full = ev.to_full(e["config"])
+            except Exception:  # noqa: BLE001 - a report line must never stop a search
+                continue
+            out.append([e.get("theory"), {k: v for k, v in full.items() if anchor.get(k) != v}])
+        return out
 
     def measured_since(self, known: int, anchor: Mapping[str, Any]) -> list[dict[str, Any]]:
         """The configs Helion measured after the first `known` members, in order: each one's
