@@ -26,9 +26,10 @@ What `_autotune` does (each phase one Session, its rows in abductune's store):
 6. what budget is left searches the remaining units (and the roles again around the new
    incumbent);
 7. Helion's final verification (`final_rebenchmark_best`): the best few measured configs and
-   the pinned ones re-timed, each alone in Helion's benchmark worker (`rebenchmark`: interleaved,
-   a config that keeps its inputs in L2 speeds up its rivals too); a pinned config (Helion's
-   default) wins a tie, so the result is never slower than the default beyond that noise.
+   the pinned ones re-timed side by side, interleaved, or each alone in Helion's benchmark
+   worker where one of them sets a load eviction policy (`rebenchmark`: interleaved, a config
+   that keeps its inputs in L2 speeds up its rivals too); a pinned config (Helion's default)
+   wins a tie, so the result is never slower than the default beyond that noise.
 
 Each config is timed by Helion as a replayed CUDA graph (Helion's `HELION_BENCHMARK_CUDAGRAPH`,
 switched on for the search unless the user set it: `helion_measure.graph_timing`), as Helion's
