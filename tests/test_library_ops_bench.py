@@ -71,6 +71,9 @@ def test_smoke_reach_cold_and_warm_children(tmp_path):
     for mode, name, line in (("patch", "P", lines[-2]), ("patch32", "P32", lines[-1])):
         ratio, spreads = row[f"{mode}/triton"], [m["triton"]["spread"], m[mode]["spread"]]
         want = "faster" if 1 - ratio > max(spreads) else "slower" if ratio - 1 > max(spreads) else "level"
+        same = {t["kernel"]: set(t["best"].split(", ")) for t in runs["cold", mode]["tuners"]} == \
+            {t["kernel"]: set(t["best"].split(", ")) for t in runs["cold", "triton"]["tuners"]}
+        want = "same config" if same else want
         assert row[f"{mode}_verdict"] == want
         assert line.startswith(f"{name} / T beyond noise") and f"faster on {int(want == 'faster')} of 1" in line
         assert (f"; {want} 1 (smoke_add)" in line) == (want != "faster")
@@ -87,6 +90,31 @@ def test_noise_verdict_needs_the_change_past_both_spreads():
             {"op": "c", "patch32_verdict": "level"}, {"op": "d", "patch32_verdict": "faster"}]
     [line] = verdict_lines(rows)
     assert line.startswith("P32 / T beyond noise") and "faster on 2 of 4; slower 1 (b); level 1 (c)" in line
+
+
+def test_the_very_kernel_triton_picked_is_no_verdict_of_faster_or_slower():
+    """Where a mode ran Triton's own pick (fields in another order), a difference past the
+    spreads is between processes: the verdict says "same config" (session 44: bicubic and
+    var_mean read 0.2% "slower" so); another pick keeps the noise verdict."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    from library_ops import summarize, verdict_lines
+
+    def run(mode, role, ms, best):
+        return {"op": "smoke_add", "mode": mode, "role": role, "op_ms": ms, "ok": True, "first_call_s": 1.0,
+                "tuners": [{"kernel": "m.add_kernel", "best": best, "timed": 2, "evaluations": 2, "beyond_list": 0,
+                            "won_beyond_list": 0, "gain_beyond_list": 1.0, "tunes": int(role == "cold"),
+                            "phases": []}]}
+
+    def rows(patch_best):
+        runs = [run("triton", r, t, "BLOCK: 64, num_warps: 4") for r, t in (("cold", 1.000), ("warm", 1.000))]
+        runs += [run("patch", r, t, patch_best) for r, t in (("cold", 1.002), ("warm", 1.002))]
+        return summarize({"runs": runs})
+
+    [row] = rows("num_warps: 4, BLOCK: 64")
+    assert row["patch_verdict"] == "same config"
+    assert "same config 1 (smoke_add)" in verdict_lines([row])[0]
+    [row] = rows("BLOCK: 128, num_warps: 4")
+    assert row["patch_verdict"] == "slower"
 
 
 def test_deadline_skips_what_does_not_fit_and_still_writes_the_json(tmp_path):

@@ -327,6 +327,13 @@ def noise_verdict(ratio: float | None, spreads: list[float]) -> str | None:
     return "faster" if 1.0 - ratio > noise else "slower" if ratio - 1.0 > noise else "level"
 
 
+def picks_of(run: dict[str, Any]) -> dict[str, frozenset[str]]:
+    """A child's pick per kernel tuned (the `best` config each tuner reported, as its "name:
+    value" parts: the two modes print a config's fields in different orders)."""
+    return {t["kernel"]: frozenset(x.strip() for x in str(t["best"]).split(","))
+            for t in run.get("tuners", []) if t.get("best")}
+
+
 def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     ops = list(dict.fromkeys(x["op"] for x in data["runs"] if x.get("role") in ("cold", "warm")))
@@ -367,10 +374,16 @@ def summarize(data: dict[str, Any]) -> list[dict[str, Any]]:
             for mode in ("patch", "patch32"):
                 v = row["modes"].get(mode, {}).get(key)
                 row[f"{name}{mode}/triton"] = v / t if v and t else None
+        cold = {x["mode"]: x for x in runs if x.get("role") == "cold"}
         for mode in ("patch", "patch32"):
             if mode in row["modes"] and "triton" in row["modes"]:
                 row[f"{mode}_verdict"] = noise_verdict(row[f"{mode}/triton"], [row["modes"][x]["spread"]
                                                                                for x in ("triton", mode)])
+                # the very kernel Triton picked: any difference is between processes, not configs
+                # (session 44: two such ops read 0.2% "slower" past spreads of 0.0-0.2%)
+                mine, theirs = picks_of(cold.get(mode, {})), picks_of(cold.get("triton", {}))
+                if row[f"{mode}_verdict"] is not None and mine and mine == theirs:
+                    row[f"{mode}_verdict"] = "same config"
         rows.append(row)
     return rows
 
@@ -453,16 +466,18 @@ def table(data: dict[str, Any]) -> str:
 
 def verdict_lines(summary: list[dict[str, Any]]) -> list[str]:
     """Per patch mode, the ops faster, slower and level against Triton's pick beyond noise
-    (`noise_verdict`): the issue's "faster on at least half, never slower beyond noise"."""
+    (`noise_verdict`), and those that ran Triton's own pick ("same config"): the issue's
+    "faster on at least half, never slower beyond noise"."""
     lines = []
     for mode, name in (("patch", "P"), ("patch32", "P32")):
         got = [(row["op"], row.get(f"{mode}_verdict")) for row in summary if f"{mode}_verdict" in row]
         if not got:
             continue
-        by = {v: [op for op, w in got if w == v] for v in ("faster", "slower", "level", None)}
+        kinds = ("slower", "level", "same config", None)
+        by = {v: [op for op, w in got if w == v] for v in ("faster", *kinds)}
         lines.append(f"{name} / T beyond noise (the change past both modes' spreads): faster on {len(by['faster'])} "
                      f"of {len(got)}" + "".join(f"; {v if v else 'no spread'} {len(by[v])} ({', '.join(by[v])})"
-                                              for v in ("slower", "level", None) if by[v]))
+                                              for v in kinds if by[v]))
     return lines
 
 
