@@ -254,15 +254,20 @@ def return_worker(provider: Any) -> bool:
     return KEEPER.give(worker)
 
 
+def accepted(fn: Callable[..., Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of `wanted` that `fn` takes (all of them where it takes `**kwargs`):
+    a Helion version lacking one keeps its default."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return dict(wanted)
+    return {k: v for k, v in wanted.items() if k in params}
+
+
 def rebenchmark_options(search: Any, target_ms: float) -> dict[str, Any]:
     """Keyword arguments for Helion's `rebenchmark`: interleaved in this process, short,
     no isolated confirmation pass (those Helion versions lacking a keyword get its default)."""
-    wanted = {"target_ms": float(target_ms), "use_isolated": False, "confirm_suspicious": False,
-              "use_interleaved": True}
-    params = inspect.signature(search.rebenchmark).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return wanted
-    return {k: v for k, v in wanted.items() if k in params}
+    return accepted(search.rebenchmark, {"target_ms": float(target_ms), "use_isolated": False,
+                                         "confirm_suspicious": False, "use_interleaved": True})
 
 
 # ----------------------------------------------------------------------------- the evaluator

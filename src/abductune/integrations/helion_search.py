@@ -44,7 +44,6 @@ kept for the next one in this process (`helion_worker.py`).
 """
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import os
@@ -60,7 +59,8 @@ from ..measure.ptxas_watch import watching
 from ..session import Session
 from ..store import Store
 from .helion_kernel import facts_of
-from .helion_measure import HelionEvaluator, Shared, adopt_worker, graph_timing, return_worker, start_worker
+from .helion_measure import (HelionEvaluator, Shared, accepted, adopt_worker, graph_timing, return_worker,
+                             start_worker)
 from .helion_space import (SWEEP_MAX_VALUES, HelionError, HelionMap, coupled_moves, read_slots, sweep_hints,
                            trade_moves)
 from .helion_worker import KEEPER
@@ -270,12 +270,8 @@ class AbductuneSearch(PopulationBasedSearch):
         layer norm 4.64 against 5.55 us in the search) were dropped by the interleaved final,
         and those searches ended 1.023 and 1.038 of Helion `quick`'s kernel."""
         if getattr(self, "_final_alone", False) and os.getenv(FINAL_ISOLATED_ENV) is None and _evicting(members):
-            alone = {"use_isolated": True, "use_interleaved": False, "candidate_private_args": False,
-                     "confirm_suspicious": False}
-            params = inspect.signature(super().rebenchmark).parameters  # a Helion lacking one keeps its default
-            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-                alone = {k: v for k, v in alone.items() if k in params}
-            kw.update(alone)
+            kw.update(accepted(super().rebenchmark, {"use_isolated": True, "use_interleaved": False,
+                                                     "candidate_private_args": False, "confirm_suspicious": False}))
         super().rebenchmark(members, **kw)
 
     def _pin(self, hmap: HelionMap, seeds: Sequence[Seed]) -> list[str]:
