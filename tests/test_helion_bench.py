@@ -237,3 +237,38 @@ def test_reuse_takes_any_modes_rows_and_retimes_them_beside_the_new(tmp_path):
     assert bad.returncode != 0 and "--reuse takes MODE=JSON" in bad.stderr
     bad = _run(tmp_path, "--kernels", "softmax", "--reuse", f"full={earlier}")
     assert bad.returncode != 0 and "--reuse needs --retime" in bad.stderr
+
+
+def test_the_cold_retiming_reaches_the_rows_and_its_own_column(tmp_path, monkeypatch):
+    """The re-timing's second timer (Helion's own: each call after an L2 flush) lands in every
+    row as `retimed_cold_ms` and in the table's `cold` column; `cold_ms` takes the median over
+    passes of Helion's `interleaved_bench` and says why where that timer fails."""
+    r = _run(tmp_path, "--kernels", "softmax", "--shapes", "1", "--modes", "quick,abductune", "--retime", "3")
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads((tmp_path / "b.json").read_text())["rows"]
+    by = {x["mode"]: x for x in rows}
+    assert all(x.get("retimed_cold_ms") for x in rows)
+    head = next(ln for ln in r.stdout.splitlines() if ln.startswith("kernel |")).split(" | ")
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("softmax |")).split(" | ")
+    cold = by["abductune"]["retimed_cold_ms"] / by["quick"]["retimed_cold_ms"]
+    assert line[head.index("cold")] == f"{cold:.3f}" and cold != by["abductune"]["retimed_ms"] / by["quick"]["retimed_ms"]
+
+    hb = _bench_module()
+    import helion.autotuner.benchmarking as hbm
+
+    passes = iter([[2.0, 1.0], [4.0, 1.5], [3.0, 0.5]])
+    seen = []
+
+    def bench(fns, *, repeat, default_cudagraph=False, **kw):
+        seen.append((len(fns), default_cudagraph))
+        return next(passes)
+
+    monkeypatch.setattr(hbm, "interleaved_bench", bench)
+    got = hb.cold_ms({"a": lambda: None, "b": lambda: None}, 3)
+    assert got["retimed_cold_ms"] == {"a": 3.0, "b": 1.0} and seen == [(2, True)] * 3
+
+    def broken(fns, **kw):
+        raise RuntimeError("capture failed")
+
+    monkeypatch.setattr(hbm, "interleaved_bench", broken)
+    assert hb.cold_ms({"a": lambda: None}, 2) == {"cold_error": "RuntimeError: capture failed"}
