@@ -309,3 +309,29 @@ def test_a_cold_start_does_not_spend_its_first_test_on_a_default_the_model_says_
     assert {k: v for k, v in first.config.items() if k != "num_stages"} == \
         {k: v for k, v in space.default().items() if k != "num_stages"}  # stages only
     assert not [m for m in res.history if getattr(m.status, "value", m.status) == "resource_error"]
+
+
+def test_explore_off_leaves_no_share_even_where_the_theories_are_distrusted(tmp_path):
+    """`explore=False` (Helion's searched views, which refine the winner of a seeds phase that
+    already spread over the space): no slot for the exploring share, distrusted or not, even
+    after an exploring draw won; a whole search on the synthetic unseen kernel then draws no
+    "explore" test, and the theories keep their one test per batch there."""
+    from abductune.search.abduction import Abduction
+
+    eng, _space, _inc = _share_engine()
+    eng.sides = {"local": [0, 6], "explore": [3, 3]}
+    assert eng._global_slots(3) == 2
+    eng.s = Abduction(seed=0, explore=False)
+    assert eng._global_slots(3) == 0 and eng._global_slots(8) == 0
+    ds = joint_dataset(2)
+    runs = {}
+    for on in (True, False):
+        with Session(ReplayEvaluator(ds), strategy="abduction", seed=0, budget=Budget(16),
+                     options={"explore": on}, store=str(tmp_path / f"s{on}.sqlite"),
+                     seeds=_replay_seeds(ds, holdout="kernel")) as s:
+            runs[on] = s.run()
+    tests = {on: [e for e in r.events if e["event"] == "test" and e.get("kind") != "remeasure"] for on, r in runs.items()}
+    assert any(e["theory"] == EXPLORE for e in tests[True])
+    assert tests[False] and not any(e["theory"] == EXPLORE for e in tests[False])
+    with pytest.raises(Exception, match="explore"):
+        make_strategy("abduction", explore="sometimes")

@@ -536,3 +536,7 @@ def test_a_searched_phase_says_what_it_tested_and_why():
     for why, changed in searched[0]["tests"]:
         assert isinstance(why, str) and why and changed and set(changed) <= names
     assert all("tests" not in p for p in s.report["phases"] if p["phase"] in ("seeds", "coupled", "sweep"))
+    # the views refine the seeds phase's winner: no draws from the whole space (ABDUCTION_OPTIONS)
+    assert s.options == HS.ABDUCTION_OPTIONS and HS.ABDUCTION_OPTIONS["explore"] is False
+    assert not any(why == "explore" for p in s.report["phases"] for why, _ in p.get("tests", []))
+    assert AbductuneSearch(bound, args, options={"batch": 4}).options == {"batch": 4}  # the user's stand

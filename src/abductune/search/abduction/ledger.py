@@ -127,6 +127,8 @@ class RunLedger:
         score per batch, and none for a batch where neither side won, so a local search that
         stalled batch after batch never gave exploring more room. A change of size is logged
         as an "explore" event, which `explain` prints."""
+        if not self.s.explore:  # the caller's choice (the strategy's `explore` option)
+            return 0
         (lw, ln), (ew, en) = self.sides[LOCAL], self.sides[EXPLORE]
         p_local, p_explore = (lw + 1.0) / (ln + 2.0), (ew + 1.0) / (en + 2.0)
         share = math.floor(b * p_explore / (p_local + p_explore))

@@ -44,6 +44,10 @@ class Abduction(Strategy):
     goes on after that only while its tests keep winning: see
     `_Engine._pooled_trust`, `_global_slots`; session 16's form polled the incumbent's
     neighbourhood instead, and stayed in the basin of a seed the theories got wrong),
+    explore=True (whether that exploring share may run at all, on any kernel: off where the
+    caller has already spread measurements over the space and hands the strategy a local
+    refinement with a small budget, as Helion's searched views do after their seeds phase;
+    the theories' one test per batch on an unseen kernel stands),
     cold_start=3 (on such a kernel with no seed measured, the ranker's head and space-filling
     draws in turn, measured beside the default before any theory's move: `_Engine._cold_draws`;
     session 19, chosen by nested leave-one-kernel-out over the zoo kernels it reaches among 0,
@@ -58,7 +62,7 @@ class Abduction(Strategy):
     def __init__(self, seed: int = 0, batch: int = 3, confidence: float = CONFIDENCE,
                  noise_floor: float = NOISE_FLOOR, startup: int = 8, patience: int | None = None,
                  tpe_slots: int = 2, model_slots: int = 1, stop_early: bool = False,
-                 seeded_startup: int | None = None, explore_unseen: bool = True,
+                 seeded_startup: int | None = None, explore_unseen: bool = True, explore: bool = True,
                  seeded_model_slots: int | None = 0, cold_start: int = 3,
                  centre_roles: Sequence[str] = (), **options: Any):
         super().__init__(seed, **options)
@@ -75,6 +79,7 @@ class Abduction(Strategy):
             opt.integer(self.name, "seeded_model_slots", seeded_model_slots, 0, 8)
         self.stop_early = opt.boolean(self.name, "stop_early", stop_early)
         self.explore_unseen = opt.boolean(self.name, "explore_unseen", explore_unseen)
+        self.explore = opt.boolean(self.name, "explore", explore)
         self.cold_start = opt.integer(self.name, "cold_start", cold_start, 0, 16)
         self.centre_roles = opt.roles(self.name, "centre_roles", centre_roles)
 
