@@ -15,7 +15,10 @@ MODEL = "model"  # generic mode: a Thompson-sampled proposal of the additive mod
 EXTEND = "extend"  # a local move that won, taken once more in the same direction
 EXPLORE = "explore"  # the exploring share of a batch: a proposal from the whole space
 LOCAL = "local"  # the other side of a batch, for sizing the exploring share: theories' tests and local moves
-GLOBAL_KINDS = (TPE_TEST, MODEL, START, EXPLORE)  # tests that are no move from the incumbent
+# a seed that ran but spilled heavily, relieved of registers (`theory.check.relief`): what its
+# region runs at without the spill (`_Engine._relieve_seed`)
+RELIEF = "seed_relief"
+GLOBAL_KINDS = (TPE_TEST, MODEL, START, EXPLORE, RELIEF)  # tests that are no move from the incumbent
 LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwise moves)
 COARSE_STEP = 2  # values a first probe along an unknown parameter moves: pattern search's largest step
 
