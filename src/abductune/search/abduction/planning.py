@@ -339,12 +339,19 @@ class BatchPlanner:
                 (ran if m.ok else failed).setdefault(p.name, set()).add(m.config[p.name])
         out = set()
         for p in self.space.params:
-            bad = failed.get(p.name, set()) - ran.get(p.name, set())
-            if not p.ordered or not bad:
+            if not p.ordered:
                 continue
+            bad = failed.get(p.name, set()) - ran.get(p.name, set())
             for s in (1, -1):
                 far, near = p.step(inc[p.name], COARSE_STEP * s), p.step(inc[p.name], s)
-                if far is not None and far in bad and near is not None and near not in bad:
+                if far is None or near is None or near in bad:
+                    continue
+                # or a probe the resource model says cannot launch here (`_runnable`): the
+                # failure foreseen rather than measured, so pattern search's step halves the same
+                # way (a pipeline two stages deeper over the shared memory, one deeper within it)
+                probe = {**inc, p.name: far}
+                foreseen = self.space.is_valid(probe) and not self._runnable(probe)
+                if far in bad or foreseen:
                     out.add(self.space.key({**inc, p.name: near}))
         return frozenset(out)
 
