@@ -203,3 +203,21 @@ def test_a_step_a_theory_names_takes_the_coarse_probes_place():
     assert ranked.index(half) < ranked.index({**inc, "BLOCK": 32})
     other = {**inc, "GROUP": 8}
     assert {**other, "BLOCK": 64} not in [t.config for t in eng._local(other)[:coarse]]  # named at `inc` only
+
+
+def test_a_coarse_probe_the_resource_model_rules_out_also_hands_its_place_on():
+    """The same halving where the coarse probe was never measured because the resource model
+    says it cannot launch here (a pipeline two stages deeper over the shared memory): the step
+    short of it ranks with the coarse probes. Seen on Helion's matmul at 2048 x 256 x 8192 on the
+    H200, where eight stages of its tile did not fit and seven did (session 45)."""
+    inc = {"BLOCK": 128, "GROUP": 4, "layout": "row", "num_stages": 2}
+    up = SPACE.key({**inc, "num_stages": 3})
+    eng = _engine({SPACE.key(inc): 1.0})
+    assert eng._halved(inc) == frozenset()
+    eng._runnable = lambda cfg: cfg["num_stages"] < 4
+    assert eng._halved(inc) == frozenset({up})
+    assert up in [SPACE.key(t.config) for t in eng._local(inc)][:5]
+    # a block the model rules out at its coarse probe names the block one step up instead
+    eng = _engine({SPACE.key(inc): 1.0})
+    eng._runnable = lambda cfg: cfg["BLOCK"] <= 256
+    assert eng._halved(inc) == frozenset({SPACE.key({**inc, "BLOCK": 256})})
