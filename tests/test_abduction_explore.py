@@ -330,7 +330,8 @@ def test_explore_off_leaves_no_share_even_where_the_theories_are_distrusted(tmp_
                      options={"explore": on}, store=str(tmp_path / f"s{on}.sqlite"),
                      seeds=_replay_seeds(ds, holdout="kernel")) as s:
             runs[on] = s.run()
-    tests = {on: [e for e in r.events if e["event"] == "test" and e.get("kind") != "remeasure"] for on, r in runs.items()}
+    tests = {on: [e for e in r.events if e["event"] == "test" and e.get("kind") != "remeasure"]
+             for on, r in runs.items()}
     assert any(e["theory"] == EXPLORE for e in tests[True])
     assert tests[False] and not any(e["theory"] == EXPLORE for e in tests[False])
     with pytest.raises(Exception, match="explore"):

@@ -14,7 +14,8 @@ from abductune.search.base import Seed
 from abductune.session import Session
 from abductune.theory.check import HEAVY_SPILL_BYTES, relief
 
-DATA = Path(__file__).resolve().parents[1] / "src/abductune/datasets/zoo_data/h200/zoo_mm_persistent_fp16/M512_N5000_K3000.jsonl.gz"
+DATA = (Path(__file__).resolve().parents[1] / "src/abductune/datasets/zoo_data/h200/zoo_mm_persistent_fp16"
+        / "M512_N5000_K3000.jsonl.gz")
 WIDE = {"BM": 128, "BN": 256, "BK": 64, "GROUP_SIZE": 8, "num_warps": 8, "num_stages": 4}  # spills 792 B
 SQUARE = {"BM": 128, "BN": 128, "BK": 64, "GROUP_SIZE": 8, "num_warps": 8, "num_stages": 5}  # 372 B, faster
 LIGHT = {"BM": 64, "BN": 256, "BK": 32, "GROUP_SIZE": 16, "num_warps": 4, "num_stages": 2}  # 228 B, 7.5x

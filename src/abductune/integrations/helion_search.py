@@ -97,8 +97,8 @@ FINAL_ISOLATED_ENV = "HELION_AUTOTUNE_FINAL_REBENCHMARK_ISOLATED"
 # moves have scaled the tiles, so a view refines that winner with 7-14 evaluations, and on a
 # kernel no theory was confirmed on a draw from the whole space took one test of every three
 # (abduction's batch). In the session 45 H200 runs (helion_h, helion_i) none of the 13 such
-# draws in 5 roles phases beat the incumbent (each 1.3 to 52 times slower, or one failed); those kernels'
-# figures after this change are in-sample for it.
+# draws in 5 roles phases beat the incumbent (each 1.3 to 52 times slower, or one failed);
+# those kernels' figures after this change are in-sample for it.
 ABDUCTION_OPTIONS = {"stop_early": True, "explore": False}
 
 
