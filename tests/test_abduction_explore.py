@@ -334,5 +334,7 @@ def test_explore_off_leaves_no_share_even_where_the_theories_are_distrusted(tmp_
              for on, r in runs.items()}
     assert any(e["theory"] == EXPLORE for e in tests[True])
     assert tests[False] and not any(e["theory"] == EXPLORE for e in tests[False])
-    with pytest.raises(Exception, match="explore"):
+    from abductune.errors import AbductuneError
+
+    with pytest.raises(AbductuneError, match="option 'explore' must be True or False"):
         make_strategy("abduction", explore="sometimes")

@@ -9,7 +9,7 @@ from ...space import Config
 from ...theory.evidence import credibility
 from ...theory.library import BY_NAME
 from ..base import Proposals
-from .moves import (COMPOSE, EXPLORE, EXTEND, GLOBAL_KINDS, LOCAL, MODEL, RELIEF, START, TPE_TEST, _composition,
+from .moves import (COMPOSE, EXPLORE, EXTEND, GLOBAL_KINDS, JUMPS, LOCAL, MODEL, START, TPE_TEST, _composition,
                     _continuation, _describe, _Test)
 
 # Exploration when the theories fail on a kernel (`_Engine._pooled_trust`): after this many of
@@ -229,8 +229,8 @@ class RunLedger:
         if not winners:
             return
         best = min(winners, key=lambda t: led.estimate(t.config))
-        if best.theory not in (EXPLORE, RELIEF):  # a jump across the space composes with no local move
-            self._compose(inc, [t for t in winners if t is not best and t.theory not in (EXPLORE, RELIEF)], best)
+        if best.theory not in JUMPS:  # a jump across the space composes with no local move
+            self._compose(inc, [t for t in winners if t is not best and t.theory not in JUMPS], best)
         self._extend(inc, best)
         self.ctx.log("move", from_config=inc, to_config=best.config, theory=best.theory,
                      ids=led.ids(best.config) + led.ids(inc),
@@ -276,8 +276,8 @@ class RunLedger:
         and the additive model cannot say so (it holds the edge of what it has seen flat). It
         competes with the theories' hypotheses at the new incumbent on one scale: expected gain
         the gain the move just showed, times the credibility such continuations have earned in
-        this run. Not after a global proposal (TPE, the model, the start), whose jump is no
-        direction."""
+        this run. Not after a global proposal (TPE, the model, the start, the exploring share, a
+        seed's relief: `GLOBAL_KINDS`), whose jump is no direction."""
         self.extension = None
         if best.theory in GLOBAL_KINDS:
             return

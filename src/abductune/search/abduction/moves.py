@@ -19,6 +19,7 @@ LOCAL = "local"  # the other side of a batch, for sizing the exploring share: th
 # region runs at without the spill (`_Engine._relieve_seed`)
 RELIEF = "seed_relief"
 GLOBAL_KINDS = (TPE_TEST, MODEL, START, EXPLORE, RELIEF)  # tests that are no move from the incumbent
+JUMPS = (EXPLORE, RELIEF)  # tested beside the local moves, yet a jump across the space: composed with none
 LOCAL_REACH = 2  # parameters one local move changes at most (single and pairwise moves)
 COARSE_STEP = 2  # values a first probe along an unknown parameter moves: pattern search's largest step
 

@@ -11,6 +11,7 @@ import numpy as np
 from ...measurement import Measurement
 from ...space import Config
 from ...theory import resources
+from ...theory.check import HEAVY_SPILL_BYTES, relief
 from ...theory.diagnose import Diagnosis, diagnose
 from ...theory.evidence import CONFIDENCE, NOISE_FLOOR, Ledger
 from .. import options as opt
@@ -218,8 +219,6 @@ class _Engine(RunLedger, BatchPlanner, ModelFit, StopRule):
         spilled 792 bytes at 4.5x the optimum, which is the same tile with a K tile of 32
         (44 bytes); the search moved from a 128 x 128 seed and ended 1.21x at 16 evaluations
         over 20 repeats. That shape's figure is in-sample for this rule; one test, once per run."""
-        from ...theory.check import HEAVY_SPILL_BYTES, relief
-
         here = self.space.key(self.inc)
         for m in self.ctx.history:
             if not m.ok or (m.spills or 0) < HEAVY_SPILL_BYTES or self.space.key(m.config) == here:
