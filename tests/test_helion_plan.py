@@ -292,3 +292,42 @@ def test_search_trades_towards_long_keys_and_takes_the_winning_trade_again(monke
     measured = [m["changed"].get("block_sizes") for p in coupled for m in p["measured"]]
     assert [1, 128, 128] in measured and [1, 64, 256] in measured
     assert best.config["block_sizes"] == [1, 64, 256] and best.config["num_warps"] == 8
+
+
+# ----------------------------------------------------------------------------- Helion's compiler seeds, screened
+
+def test_compiler_seeds_the_resource_model_rules_out_are_moved_or_dropped_never_measured(tma, monkeypatch):
+    """Helion's compiler seeds go through the resource model as abductune's own do
+    (`helion_search.screen_seed`): one that needs more shared memory than an H100 block has is
+    measured with fewer stages, or not at all where the fewer-stage config is already a seed;
+    one that fits is measured as given; Helion's default and the user's seed are never touched."""
+    from abductune.theory.resources import infeasible
+    from helion.autotuner.config_generation import ConfigGeneration
+
+    hmap, problem = _attention()
+    over = [dict(block_sizes=[1, 64, 512], num_warps=8, num_stages=3),   # K and V tiles: 3 x 128 KB
+            dict(block_sizes=[1, 128, 256], num_warps=8, num_stages=4),  # 4 x 64 KB
+            dict(block_sizes=[1, 64, 512], num_warps=8, num_stages=1)]   # fits: where the first one lands
+    fits = dict(block_sizes=[1, 64, 32], num_warps=2, num_stages=3)
+    for c in over[:2]:
+        assert infeasible(problem, hmap.full, _at(hmap, block_sizes_1=c["block_sizes"][1],
+                                                  block_sizes_2=c["block_sizes"][2], num_warps=8,
+                                                  num_stages=c["num_stages"])) is not None
+
+    def compiler_seeds(self, log_func=None):
+        return [(self.flatten(helion.Config(**c)), helion.Config(**c)) for c in [*over, fits]]
+
+    monkeypatch.setattr(ConfigGeneration, "seed_flat_config_pairs", compiler_seeds)
+    user = dict(block_sizes=[1, 64, 512], num_warps=8, num_stages=4)  # the user's, out of memory too
+    search, _ = _attention_search(monkeypatch, StandIn, user)
+    screen = {(e["source"], e["why"].split(":")[0]) for e in search.report["seed_screen"]}
+    assert screen == {("helion:heuristic", "moved")}
+    assert len(search.report["seed_screen"]) == 2
+    seeds = [c.config for c in StandIn.seen[:len(search.report["seeds"])]]
+    tiles = [(c["block_sizes"][1], c["block_sizes"][2], c["num_warps"], c["num_stages"]) for c in seeds]
+    assert tiles[0] == (64, 512, 8, 4)  # the user's seed, as given
+    assert (64, 512, 8, 3) not in tiles and (128, 256, 8, 4) not in tiles
+    assert (128, 256, 8, 3) in tiles  # one stage fewer fits
+    assert tiles.count((64, 512, 8, 1)) == 1  # the first moved onto the third: measured once
+    assert (64, 32, 2, 3) in tiles
+    assert [s["source"] for s in search.report["seeds"]][:2] == ["user", "helion:default"]

@@ -172,7 +172,7 @@ def search_row(kernel: str, shape: tuple[int, ...], mode: str, opts: dict[str, A
     if searches:
         rep = searches[-1].report
         row["abductune"] = {k2: rep.get(k2) for k2 in ("evaluations", "winner_ms", "search_s", "timing", "final",
-                                                        "pinned", "phases", "seeds", "graph_timing")}
+                                                        "pinned", "phases", "seeds", "seed_screen", "graph_timing")}
         row["keeper"] = ath.worker_stats()
     if "abductune" in mode or mode.endswith("+seeds"):
         row["fired"] = [f for f in ath.fired() if f["status"] == "seed"]

@@ -9,7 +9,9 @@ What `_autotune` does (each phase one Session, its rows in abductune's store):
    seed), with `abductune_seeds` the theory store's predictions and the observed database's
    and heuristics' seeds for this class, shape and dtype, then the ConfigSpec's compiler seeds
    (Helion's `AutotunerHeuristic`s, abductune's among them where `helion.install` registered
-   them); the user's seeds and Helion's default are pinned into the final verification;
+   them; each moved the least way into what the resource model accepts, or dropped, as ours
+   are: `screen_seed`); the user's seeds and Helion's default, measured as given, are pinned
+   into the final verification;
 3. coupled moves: every tile one power of two up, and down, with the warps following so each
    thread keeps its share of the tile (`helion_space.coupled_moves`), and the M and N tiles
    traded one power of two each way at the same held block (`helion_space.trade_moves`), in
@@ -179,6 +181,7 @@ class AbductuneSearch(PopulationBasedSearch):
                             (dict(ABDUCTION_OPTIONS) if strategy == "abduction" else {}))
         make_strategy(strategy, seed=self.seed, **self.options)  # a bad name or option fails here
         self.report: dict[str, Any] = {}
+        self.seed_screen: list[dict[str, str]] = []  # Helion's compiler seeds the resource model moved or dropped
 
     @classmethod
     def get_kwargs_from_profile(cls, profile: Any, settings: Any) -> dict[str, object]:
@@ -207,13 +210,19 @@ class AbductuneSearch(PopulationBasedSearch):
         seeds: list[Seed] = []
         keys: set[tuple] = set()
 
-        def add(flat: Any, source: str) -> None:
+        def add(flat: Any, source: str, screened: bool = False) -> None:
             try:
                 canon, _ = gen.canonicalize_flat(flat)
                 cfg = hmap.from_flat(canon)
             except Exception as e:  # noqa: BLE001 - a seed that cannot transfer is skipped, as Helion does
                 log.info("abductune: seed from %s skipped: %s: %s", source, type(e).__name__, e)
                 return
+            if screened:
+                cfg, why = screen_seed(hmap, problem, cfg)
+                if why:
+                    self.seed_screen.append({"source": source, "why": why})
+                if cfg is None:
+                    return
             k = hmap.full.key(cfg)
             if k not in keys:
                 keys.add(k)
@@ -228,7 +237,7 @@ class AbductuneSearch(PopulationBasedSearch):
             for cfg, source in abductune_seeds(hmap, problem, default):
                 add(hmap.to_flat(cfg), source)
         for flat, _ in gen.seed_flat_config_pairs():
-            add(flat, "helion:heuristic")
+            add(flat, "helion:heuristic", screened=True)
         return seeds[:n_user + SEED_LIMIT]
 
     # -- Helion's machinery, sized for this search
@@ -310,6 +319,7 @@ class AbductuneSearch(PopulationBasedSearch):
         self.report = {"problem": problem.to_dict(), "roles": dict(hmap.roles),
                        "graph_timing": bool(getattr(self, "_graph_timing", False)),
                        "seeds": [{"source": s.source, "config": hmap.to_flat(s.config)} for s in seeds],
+                       "seed_screen": list(self.seed_screen),
                        "pinned": self._pin(hmap, seeds), "phases": run.phases}
         timeout = self.settings.autotune_compile_timeout  # `tighten_compile_timeout` lowers it
         try:
@@ -617,6 +627,28 @@ class _Phases:
         if failed is not None or not m.perfs or not math.isfinite(m.perf):
             return None
         return float(m.perf)
+
+
+def screen_seed(hmap: HelionMap, problem: Any, cfg: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """One of Helion's compiler seeds as abductune's own seeds are made (`heuristics.seeds`):
+    where the resource model says it cannot launch or will spill, moved the least way into what
+    it accepts (`resources.fit`: fewer stages, a smaller K tile, more warps), or dropped where
+    nothing does; with why ("" where it stands as given). A measurement is not spent on a
+    failure the model foresees. Helion's default and the user's seeds are never screened: they
+    are measured as given. Why: Helion's compiler seeds are one config per dot, written for a
+    matmul, and a kernel with two dots in its loop (attention) holds more: 2 of the 8 seeds
+    measured on attention 4 x 16 x 1024 x 64 in session 45 failed for want of shared memory
+    (64 x 512 tiles at 3 stages, 128 x 256 at 4), as the model said before they ran."""
+    from ..theory.resources import fit, trouble
+
+    if problem is None or getattr(problem, "hardware", None) is None:
+        return dict(cfg), ""
+    fitted, changes = fit(problem, hmap.full, cfg)
+    if fitted is None:
+        return None, "dropped: " + str(trouble(problem, hmap.full, cfg))
+    if changes:
+        return dict(fitted), "moved: " + ", ".join(changes)
+    return dict(cfg), ""
 
 
 def abductune_seeds(hmap: HelionMap, problem: Any, default: Mapping[str, Any]) -> list[tuple[dict[str, Any], str]]:
