@@ -158,6 +158,26 @@ def test_a_roleless_win_is_found_by_the_sweep():
     assert len(model.seen) == s.report["timing"]["timed"]  # each benchmarked config counted once
 
 
+def test_a_gain_within_the_noise_is_combined_with_a_sure_one_and_kept_where_it_pays():
+    """The sweep reads eviction "last" 20% faster (beyond the noise) and the second loop's
+    flattening 0.8% faster (within the 1% noise floor): the improving values together are
+    measured (one sure gain alone is no combination), and the winner keeps both."""
+    bound, args = _kernel("mm")
+
+    def true(c):
+        flat = (c.config.get("range_flattens") or [None, None])[1] is True
+        return (1.0 + _tiles(c)) * (0.8 if _evicts(c, "last") else 1.0) * (0.992 if flat else 1.0)
+
+    model = Model(true)
+    s = AbductuneSearch(bound, args, benchmark_provider_cls=_provider(model), max_evaluations=32)
+    best = s.autotune(skip_cache=True)
+    combine = next(p for p in s.report["phases"] if p["phase"] == "combine")
+    # one config, changed from the phase's incumbent (the sweep's eviction win) by the flattening
+    assert len(combine["measured"]) == 1 and set(combine["measured"][0]["changed"]) == {"range_flattens"}
+    assert sum(_evicts(c, "last") and c.config["range_flattens"][1] is True for c in model.seen) == 1
+    assert _evicts(best, "last") and best.config["range_flattens"][1] is True
+
+
 def test_sweep_measures_every_value_when_the_budget_allows():
     bound, args = _kernel("softmax")
     gen, hmap = _hmap(bound, args, "softmax")
