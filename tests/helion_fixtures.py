@@ -22,8 +22,9 @@ def import_helion() -> Any:
 
 
 def stand_in_provider(cost: Callable[[Any], float]) -> type:
-    """A `BenchmarkProvider` subclass answering every config with `cost(config)`; the class
-    attribute `seen` collects the configs it was asked to time, in order (reset it per test)."""
+    """A `BenchmarkProvider` subclass answering every config with `cost(config)` (None: the
+    config failed, as Helion reports a compile error); the class attribute `seen` collects the
+    configs it was asked to time, in order (reset it per test)."""
     from helion.autotuner.benchmark_provider import BenchmarkProvider, BenchmarkResult
 
     class _Timed:
@@ -41,8 +42,14 @@ def stand_in_provider(cost: Callable[[Any], float]) -> type:
 
         def benchmark(self, configs, *, desc="Benchmarking", raise_if_no_viable_config=True):
             StandIn.seen += list(configs)
-            return [BenchmarkResult(config=c, fn=_Timed(cost(c)), perf=cost(c), status="ok", compile_time=0.01)
-                    for c in configs]
+            out = []
+            for c in configs:
+                t = cost(c)
+                out.append(BenchmarkResult(config=c, fn=_Timed(t), perf=t, status="ok", compile_time=0.01)
+                           if t is not None else
+                           BenchmarkResult(config=c, fn=_Timed(float("inf")), perf=float("inf"), status="error",
+                                           compile_time=None))
+            return out
 
         def setup(self) -> None:
             pass

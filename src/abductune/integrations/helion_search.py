@@ -11,7 +11,8 @@ What `_autotune` does (each phase one Session, its rows in abductune's store):
    (Helion's `AutotunerHeuristic`s, abductune's among them where `helion.install` registered
    them; each moved the least way into what the resource model accepts, or dropped, as ours
    are: `screen_seed`); the user's seeds and Helion's default, measured as given, are pinned
-   into the final verification;
+   into the final verification; a heuristic's seed that failed is measured again with less to
+   hold (`relieve_failed_seeds`);
 3. coupled moves: every tile one power of two up, and down, with the warps following so each
    thread keeps its share of the tile (`helion_space.coupled_moves`), and the M and N tiles
    traded one power of two each way at the same held block (`helion_space.trade_moves`), in
@@ -74,6 +75,7 @@ log = logging.getLogger(__name__)
 DEFAULT_EVALUATIONS = {"quick": 24, "full": 64}
 SEED_LIMIT = 8  # seeds measured before the search, user seeds not counted
 THEORY_SEEDS = 2
+RELIEVED_SEEDS = 2  # configs easing failed heuristic seeds (`_Phases.relieve_failed_seeds`)
 SWEEP_SHARE = 1 / 2  # at most this share of the evaluations left after the seeds is kept for the sweep
 # the coupled moves take at most this share of the evaluations left after the seeds, the
 # roles and the sweep keeping the rest (a bound, not fitted: a quick search's 16 leave room for
@@ -561,6 +563,7 @@ class _Phases:
     def run(self, seeds: Sequence[Seed]) -> None:
         self.fixed("seeds", [s.config for s in seeds], seeds)
         self.tighten_compile_timeout()
+        self.relieve_failed_seeds(seeds)
         if self.best is None:
             self.anchor = dict(seeds[0].config)
         else:
@@ -580,6 +583,44 @@ class _Phases:
             if self.left() <= 0 or self.out_of_time():
                 break
             self.view(f"rest{i + 1}", names, self.left(), seed=self.search.seed + 1)
+
+    def relieve_failed_seeds(self, seeds: Sequence[Seed]) -> None:
+        """A heuristic's seed (ours or Helion's) that failed, measured once more with less to
+        hold (`eased`: its K tile one step smaller and one pipeline stage fewer), then, where
+        room is left, eased and on one step more warps (the accumulator spread over more
+        threads, where registers were what failed): `RELIEVED_SEEDS` configs at most, in one
+        batch. A heuristic chose the seed's output tile for this shape; a compile failure
+        says its buffers or registers did not fit, which the resource model missed (it cannot
+        see what a kernel unpacks or converts on the way to the dot), not that the tile is wrong. The user's seeds and Helion's default are not
+        eased: they are measured as given. Why: on Helion's int4 matmul at 2048 x 8192 x 2048
+        (session 46, H200) our one seed (64 x 128 x 256 tiles, 3 stages) failed, and the search
+        climbed from Helion's default (67.7 ms) to 2.10 ms, 7.6 times `quick`'s kernel (its
+        32 x 128 x 128 tiles, 3 stages)."""
+        ev = self.evaluator(self.hmap.full, dict)
+        space = self.hmap.full
+        firsts: list[dict[str, Any]] = []
+        seconds: list[dict[str, Any]] = []
+        for s in seeds:
+            if s.source in ("user", "helion:default"):
+                continue
+            m, failed = ev.member(s.config)
+            if failed is not None or getattr(m, "status", None) != "error":
+                continue
+            cfg = eased(space, s.config)
+            if cfg is None:
+                continue
+            firsts.append(cfg)
+            warps = space.by_role("warps")
+            more = warps.step(cfg[warps.name], +1) if warps is not None else None
+            if more is not None and space.is_valid({**cfg, warps.name: more}):
+                seconds.append({**cfg, warps.name: more})
+        out: list[dict[str, Any]] = []
+        for cfg in firsts + seconds:  # every failed seed eased, then each with more warps
+            if len(out) < RELIEVED_SEEDS and space.key(cfg) not in {space.key(c) for c in out}:
+                out.append(cfg)
+        n = min(len(out), self.left())
+        if n > 0 and not self.out_of_time():
+            self.fixed("seed_relief", out[:n])
 
     def tighten_compile_timeout(self) -> None:
         """Helion's compile timeout, lowered from the seeds' compile times (`compile_timeout`),
@@ -641,6 +682,19 @@ class _Phases:
         if failed is not None or not m.perfs or not math.isfinite(m.perf):
             return None
         return float(m.perf)
+
+
+def eased(space: Any, cfg: Mapping[str, Any]) -> dict[str, Any] | None:
+    """`cfg` holding less (`_Phases.relieve_failed_seeds`): its K tile one step smaller and its
+    pipeline one stage shorter, each where the space has the role and a smaller value; None
+    where neither moves or the result is not a config of `space`."""
+    out = dict(cfg)
+    for role in ("tile:K", "stages"):
+        p = space.by_role(role)
+        v = p.step(out[p.name], -1) if p is not None and p.name in out else None
+        if v is not None:
+            out[p.name] = v
+    return out if out != dict(cfg) and space.is_valid(out) else None
 
 
 def screen_seed(hmap: HelionMap, problem: Any, cfg: Mapping[str, Any]) -> tuple[dict[str, Any] | None, str]:
