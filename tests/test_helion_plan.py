@@ -333,32 +333,40 @@ def test_compiler_seeds_the_resource_model_rules_out_are_moved_or_dropped_never_
     assert [s["source"] for s in search.report["seeds"]][:2] == ["user", "helion:default"]
 
 
-def test_a_failed_heuristic_seed_is_measured_again_with_less_to_hold(tma, monkeypatch):
-    """A compiler seed the resource model accepts fails (the stand-in answers None for a key
+def test_a_failed_seed_of_ours_is_measured_again_with_less_to_hold(tma, monkeypatch):
+    """A seed of ours the resource model accepts fails (the stand-in answers None for a key
     tile of 256 on three stages or more, as a compile error): it is measured once more one
-    stage shorter (attention has no K tile role), and so again on more warps, in a
-    "seed_relief" phase right after the seeds, and such a config can win. The user's seed,
-    failing the same way, is not eased."""
+    stage shorter (attention has no K tile role), and that with its larger output tile halved,
+    in a "seed_relief" phase right after the seeds, and such a config can win. Helion's
+    compiler seed and the user's seed, failing the same way, are not eased."""
     from helion.autotuner.config_generation import ConfigGeneration
 
-    failing = dict(block_sizes=[1, 128, 256], num_warps=8, num_stages=3)
+    ours = dict(block_sizes=[1, 128, 256], num_warps=8, num_stages=3)
+    theirs = dict(block_sizes=[1, 64, 256], num_warps=4, num_stages=3)
 
     def cost(c):
         bk, s = c.config["block_sizes"][2], c.config["num_stages"]
         return None if bk == 256 and s >= 3 else (0.5 if bk == 256 else _cost(c))
 
     def compiler_seeds(self, log_func=None):
-        return [(self.flatten(helion.Config(**failing)), helion.Config(**failing))]
+        return [(self.flatten(helion.Config(**theirs)), helion.Config(**theirs))]
+
+    def our_seeds(hmap, problem, default):
+        return [({**default, "block_sizes_1": 128, "block_sizes_2": 256, "num_warps": 8, "num_stages": 3},
+                 "registry:test")]
 
     monkeypatch.setattr(ConfigGeneration, "seed_flat_config_pairs", compiler_seeds)
+    monkeypatch.setattr(HS, "abductune_seeds", our_seeds)
     provider = stand_in_provider(cost)
-    search, best = _attention_search(monkeypatch, provider, dict(block_sizes=[1, 64, 256], num_warps=4, num_stages=4))
+    search, best = _attention_search(monkeypatch, provider, dict(block_sizes=[1, 32, 256], num_warps=4, num_stages=4))
+    assert [s["source"] for s in search.report["seeds"]] == ["user", "helion:default", "registry:test",
+                                                              "helion:heuristic"]
     phases = [p["phase"] for p in search.report["phases"]]
     assert phases[:2] == ["seeds", "seed_relief"]
     relief = search.report["phases"][1]["measured"]
-    assert [r["ms"] for r in relief] == [0.5, 0.5]  # eased, then eased on more warps
+    assert relief[0]["ms"] == 0.5 and len(relief) == 2
     seen = [(c.config["block_sizes"], c.config["num_warps"], c.config["num_stages"]) for c in provider.seen]
     n = len(search.report["seeds"])
-    assert seen[n:n + 2] == [([1, 128, 256], 8, 2), ([1, 128, 256], 16, 2)]
-    assert ([1, 64, 256], 4, 3) not in seen
-    assert best.config["block_sizes"][2] == 256 and best.config["num_stages"] <= 2
+    # ours eased, then with its larger output tile halved; the other two failures not eased
+    assert seen[n:n + 2] == [([1, 128, 256], 8, 2), ([1, 128, 128], 8, 2)]
+    assert best.config["num_stages"] <= 2

@@ -392,6 +392,6 @@ def test_output_tiles_shrink_larger_first_n_on_a_tie_and_relief_follows():
     assert names({"BLOCK_M": 64, "BLOCK_N": 64}) == ["BLOCK_N", "BLOCK_M"]
     assert names({"BLOCK_M": 64}) == ["BLOCK_M"]
     cfg = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "num_warps": 4, "num_stages": 3}
-    assert check._halve_larger_tile(sp, cfg) == {**cfg, "BLOCK_N": 64}
-    assert check._halve_larger_tile(sp, {**cfg, "BLOCK_N": 16, "BLOCK_M": 16}) is None
-    assert check._halve_larger_tile(sp, {**cfg, "BLOCK_N": 16, "BLOCK_M": 64}) == {**cfg, "BLOCK_N": 16, "BLOCK_M": 32}
+    assert check.halve_larger_tile(sp, cfg) == {**cfg, "BLOCK_N": 64}
+    assert check.halve_larger_tile(sp, {**cfg, "BLOCK_N": 16, "BLOCK_M": 16}) is None
+    assert check.halve_larger_tile(sp, {**cfg, "BLOCK_N": 16, "BLOCK_M": 64}) == {**cfg, "BLOCK_N": 16, "BLOCK_M": 32}

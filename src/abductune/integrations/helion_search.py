@@ -11,7 +11,7 @@ What `_autotune` does (each phase one Session, its rows in abductune's store):
    (Helion's `AutotunerHeuristic`s, abductune's among them where `helion.install` registered
    them; each moved the least way into what the resource model accepts, or dropped, as ours
    are: `screen_seed`); the user's seeds and Helion's default, measured as given, are pinned
-   into the final verification; a heuristic's seed that failed is measured again with less to
+   into the final verification; a seed of ours that failed is measured again with less to
    hold (`relieve_failed_seeds`);
 3. coupled moves: every tile one power of two up, and down, with the warps following so each
    thread keeps its share of the tile (`helion_space.coupled_moves`), and the M and N tiles
@@ -61,6 +61,7 @@ from ..search.base import Seed
 from ..measure.ptxas_watch import watching
 from ..session import Session
 from ..store import Store
+from ..theory.check import halve_larger_tile
 from .helion_kernel import facts_of
 from .helion_measure import (HelionEvaluator, Shared, accepted, adopt_worker, graph_timing, return_worker,
                              start_worker)
@@ -75,7 +76,7 @@ log = logging.getLogger(__name__)
 DEFAULT_EVALUATIONS = {"quick": 24, "full": 64}
 SEED_LIMIT = 8  # seeds measured before the search, user seeds not counted
 THEORY_SEEDS = 2
-RELIEVED_SEEDS = 2  # configs easing failed heuristic seeds (`_Phases.relieve_failed_seeds`)
+RELIEVED_SEEDS = 2  # configs easing abductune's failed seeds (`_Phases.relieve_failed_seeds`)
 SWEEP_SHARE = 1 / 2  # at most this share of the evaluations left after the seeds is kept for the sweep
 # the coupled moves take at most this share of the evaluations left after the seeds, the
 # roles and the sweep keeping the rest (a bound, not fitted: a quick search's 16 leave room for
@@ -585,23 +586,27 @@ class _Phases:
             self.view(f"rest{i + 1}", names, self.left(), seed=self.search.seed + 1)
 
     def relieve_failed_seeds(self, seeds: Sequence[Seed]) -> None:
-        """A heuristic's seed (ours or Helion's) that failed, measured once more with less to
-        hold (`eased`: its K tile one step smaller and one pipeline stage fewer), then, where
-        room is left, eased and on one step more warps (the accumulator spread over more
-        threads, where registers were what failed): `RELIEVED_SEEDS` configs at most, in one
-        batch. A heuristic chose the seed's output tile for this shape; a compile failure
-        says its buffers or registers did not fit, which the resource model missed (it cannot
-        see what a kernel unpacks or converts on the way to the dot), not that the tile is wrong. The user's seeds and Helion's default are not
-        eased: they are measured as given. Why: on Helion's int4 matmul at 2048 x 8192 x 2048
-        (session 46, H200) our one seed (64 x 128 x 256 tiles, 3 stages) failed, and the search
-        climbed from Helion's default (67.7 ms) to 2.10 ms, 7.6 times `quick`'s kernel (its
-        32 x 128 x 128 tiles, 3 stages)."""
+        """One of abductune's seeds (the theory store's, the observed database's, the
+        heuristics': chosen for this kernel's class and shape) that failed, measured once more
+        with less to hold (`eased`: its K tile one step smaller and one pipeline stage fewer),
+        then, where room is left, eased with its larger output tile halved (the accumulator is
+        what is left to give, as `theory.check.relief` gives it last): `RELIEVED_SEEDS`
+        configs at most, in one batch. A compile failure says the seed's buffers or registers
+        did not fit, which the resource model missed (it cannot see what a kernel unpacks or
+        converts on the way to its dot), not that its region of the space is wrong. The
+        user's seeds and Helion's default are measured as given, and Helion's compiler seeds,
+        a spread of generic configs one per dot, are not eased either: a failure among them
+        says little about this kernel, and easing them spent 2 of attention's 24 evaluations
+        for nothing in session 46's run m. Why: on Helion's int4 matmul at 2048 x 8192 x 2048
+        (session 46, H200) our one seed (K 64, M 128, N 256 tiles; 3 stages) failed, and the
+        search climbed from Helion's default (67.7 ms) to 2.10 ms, 7.6 times `quick`'s kernel
+        (K 32, M 128, N 128; 3 stages); the eased seed on 8 and on 16 warps failed too."""
         ev = self.evaluator(self.hmap.full, dict)
         space = self.hmap.full
         firsts: list[dict[str, Any]] = []
         seconds: list[dict[str, Any]] = []
         for s in seeds:
-            if s.source in ("user", "helion:default"):
+            if s.source == "user" or s.source.startswith("helion:"):
                 continue
             m, failed = ev.member(s.config)
             if failed is not None or getattr(m, "status", None) != "error":
@@ -610,12 +615,11 @@ class _Phases:
             if cfg is None:
                 continue
             firsts.append(cfg)
-            warps = space.by_role("warps")
-            more = warps.step(cfg[warps.name], +1) if warps is not None else None
-            if more is not None and space.is_valid({**cfg, warps.name: more}):
-                seconds.append({**cfg, warps.name: more})
+            smaller = halve_larger_tile(space, cfg)
+            if smaller is not None and space.is_valid(smaller):
+                seconds.append(smaller)
         out: list[dict[str, Any]] = []
-        for cfg in firsts + seconds:  # every failed seed eased, then each with more warps
+        for cfg in firsts + seconds:  # every failed seed eased, then each with a smaller accumulator
             if len(out) < RELIEVED_SEEDS and space.key(cfg) not in {space.key(c) for c in out}:
                 out.append(cfg)
         n = min(len(out), self.left())

@@ -154,7 +154,7 @@ def relief(space: Any, cfg: dict[str, Any]) -> list[dict[str, Any]]:
             out.append({**cfg, **change})
     smaller = dict(cfg)
     for _ in range(RELIEF_HALVINGS):
-        smaller = _halve_larger_tile(space, smaller)
+        smaller = halve_larger_tile(space, smaller)
         if smaller is None:
             break
         if space.is_valid(smaller) and smaller not in out:
@@ -167,7 +167,7 @@ def relief(space: Any, cfg: dict[str, Any]) -> list[dict[str, Any]]:
 RELIEF_HALVINGS = 2
 
 
-def _halve_larger_tile(space: Any, cfg: dict[str, Any]) -> dict[str, Any] | None:
+def halve_larger_tile(space: Any, cfg: dict[str, Any]) -> dict[str, Any] | None:
     """`cfg` with the larger of its M and N output tiles one step smaller (N on a tie: the
     order `resources.fit` shrinks them in), or the other where that one cannot shrink, or None."""
     for p in output_tiles_larger_first(space, cfg):
