@@ -341,7 +341,6 @@ def test_a_failed_seed_of_ours_is_measured_again_with_less_to_hold(tma, monkeypa
     compiler seed and the user's seed, failing the same way, are not eased."""
     from helion.autotuner.config_generation import ConfigGeneration
 
-    ours = dict(block_sizes=[1, 128, 256], num_warps=8, num_stages=3)
     theirs = dict(block_sizes=[1, 64, 256], num_warps=4, num_stages=3)
 
     def cost(c):
@@ -351,7 +350,7 @@ def test_a_failed_seed_of_ours_is_measured_again_with_less_to_hold(tma, monkeypa
     def compiler_seeds(self, log_func=None):
         return [(self.flatten(helion.Config(**theirs)), helion.Config(**theirs))]
 
-    def our_seeds(hmap, problem, default):
+    def our_seeds(hmap, problem, default):  # ours: 128 x 256 tiles, 8 warps, 3 stages
         return [({**default, "block_sizes_1": 128, "block_sizes_2": 256, "num_warps": 8, "num_stages": 3},
                  "registry:test")]
 
