@@ -620,8 +620,10 @@ class _Phases:
             if smaller is not None and space.is_valid(smaller):
                 seconds.append(smaller)
         out: list[dict[str, Any]] = []
+        keys: set[tuple] = set()
         for cfg in firsts + seconds:  # every failed seed eased, then each with a smaller accumulator
-            if len(out) < RELIEVED_SEEDS and space.key(cfg) not in {space.key(c) for c in out}:
+            if len(out) < RELIEVED_SEEDS and space.key(cfg) not in keys:
+                keys.add(space.key(cfg))
                 out.append(cfg)
         n = min(len(out), self.left())
         if n > 0 and not self.out_of_time():
@@ -667,19 +669,20 @@ class _Phases:
             t = self._time_of(cfg)
             if t is not None and t < ref and (name not in gains or t < gains[name][0]):
                 gains[name] = (t, value)
-        sure = {n for n, (t, _) in gains.items() if t < ref * (1 - noise)}
+        sure = {u for u, (t, _) in gains.items() if t < ref * (1 - noise)}
+        # the sure gains together, then every gain (a superset: a second config only where larger)
+        groups = [g for g in (sure, set(gains) if set(gains) != sure else set()) if len(g) >= 2]
         combos = []
-        for names in (sure, set(gains)):
-            if len(names) >= 2 and names not in [c for c, _ in combos]:
-                combined = dict(anchor)
-                for u in self.hmap.units(anchor):
-                    if u.name in names:
-                        combined.update({e: gains[u.name][1] for e in u.elements})
-                combos.append((names, combined))
-        n = min(len(combos), self.left())
-        if n <= 0 or self.out_of_time():
+        for names in groups:
+            combined = dict(anchor)
+            for u in self.hmap.units(anchor):
+                if u.name in names:
+                    combined.update({e: gains[u.name][1] for e in u.elements})
+            combos.append(combined)
+        room = min(len(combos), self.left())
+        if room <= 0 or self.out_of_time():
             return
-        self.fixed("combine", [c for _, c in combos[:n]])
+        self.fixed("combine", combos[:room])
 
     def _time_of(self, cfg: Mapping[str, Any]) -> float | None:
         """A full config's newest time: Helion's member holds every timing, run-offs last."""
